@@ -1,0 +1,1 @@
+//! rozone-client (placeholder).

@@ -1,0 +1,268 @@
+//! Server side of the Raft transport: one gRPC service per process, routing each RPC to its
+//! group by id and checking the target node id (a misaddressed RPC can make openraft panic).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+use futures::{Stream, StreamExt};
+use openraft::raft::{StreamAppendError, TransferLeaderRequest, VoteRequest};
+use rozone_proto::raft::raft_service_server::RaftService;
+use rozone_proto::raft::snapshot_chunk::Kind;
+use rozone_proto::raft::snapshot_service_server::SnapshotService;
+use rozone_proto::raft::{FetchSnapshotRequest, FileChunk, RaftReply, RaftRequest, SnapshotChunk};
+use serde::Serialize;
+use tokio::io::AsyncReadExt;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::codec::{decode, encode};
+use crate::group::GroupHandle;
+use crate::wire::{Reply, SnapshotOffer};
+
+/// Every group this process hosts, by group id.
+#[derive(Default, Clone)]
+pub struct GroupRegistry {
+    groups: Arc<RwLock<HashMap<String, Arc<dyn GroupHandle>>>>,
+}
+
+impl GroupRegistry {
+    pub fn insert(&self, group_id: &str, g: Arc<dyn GroupHandle>) {
+        if let Ok(mut m) = self.groups.write() {
+            m.insert(group_id.to_string(), g);
+        }
+    }
+
+    pub fn remove(&self, group_id: &str) {
+        if let Ok(mut m) = self.groups.write() {
+            m.remove(group_id);
+        }
+    }
+
+    pub fn get(&self, group_id: &str) -> Option<Arc<dyn GroupHandle>> {
+        self.groups.read().ok()?.get(group_id).cloned()
+    }
+
+    fn route(&self, req: &RaftRequest) -> Result<Arc<dyn GroupHandle>, Status> {
+        let g = self
+            .get(&req.group_id)
+            .ok_or_else(|| Status::not_found(format!("no raft group {:?} here", req.group_id)))?;
+        if g.node_id() != req.target {
+            return Err(Status::failed_precondition(format!(
+                "group {:?}: RPC for node {} reached node {}",
+                req.group_id,
+                req.target,
+                g.node_id()
+            )));
+        }
+        Ok(g)
+    }
+}
+
+fn reply<T: Serialize>(r: &Reply<T>) -> Result<RaftReply, Status> {
+    Ok(RaftReply {
+        payload: encode(r).map_err(|e| Status::internal(e.to_string()))?,
+    })
+}
+
+fn payload<T: serde::de::DeserializeOwned>(req: &RaftRequest) -> Result<T, Status> {
+    decode(&req.payload).map_err(|e| Status::invalid_argument(format!("bad raft payload: {e}")))
+}
+
+/// The peer-port Raft service.
+#[derive(Clone)]
+pub struct RaftServiceImpl {
+    pub registry: GroupRegistry,
+}
+
+type ReplyStream = Pin<Box<dyn Stream<Item = Result<RaftReply, Status>> + Send>>;
+type ChunkStream = Pin<Box<dyn Stream<Item = Result<SnapshotChunk, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl RaftService for RaftServiceImpl {
+    async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        let req = req.into_inner();
+        let g = self.registry.route(&req)?;
+        let v: VoteRequest<_> = payload(&req)?;
+        let r = g.vote(v).await.map_err(|e| e.to_string());
+        Ok(Response::new(reply(&r)?))
+    }
+
+    async fn pre_vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        let req = req.into_inner();
+        let g = self.registry.route(&req)?;
+        let v: VoteRequest<_> = payload(&req)?;
+        let r = g.pre_vote(v).await.map_err(|e| e.to_string());
+        Ok(Response::new(reply(&r)?))
+    }
+
+    type StreamAppendStream = ReplyStream;
+
+    async fn stream_append(
+        &self,
+        req: Request<Streaming<RaftRequest>>,
+    ) -> Result<Response<ReplyStream>, Status> {
+        let mut input = req.into_inner();
+        // The first message routes the whole stream.
+        let Some(first) = input.next().await else {
+            return Ok(Response::new(Box::pin(futures::stream::empty())));
+        };
+        let first = first?;
+        let g = self.registry.route(&first)?;
+        let group = first.group_id.clone();
+        let target = first.target;
+        let (meta_tx, mut meta_rx) = tokio::sync::mpsc::unbounded_channel();
+        // Decode requests; remember (leader, term, leader_commit) of each, in order, so the
+        // result of each can be matched to the leader that sent it.
+        let reqs = futures::stream::once(async move { Ok(first) })
+            .chain(input)
+            .take_while(move |r| {
+                let ok = match r {
+                    Ok(r) => r.group_id == group && r.target == target,
+                    Err(_) => false,
+                };
+                async move { ok }
+            })
+            .filter_map(move |r| {
+                let decoded = r.ok().and_then(|r| {
+                    decode::<openraft::raft::AppendEntriesRequest<crate::types::TypeConfig>>(
+                        &r.payload,
+                    )
+                    .ok()
+                });
+                if let Some(d) = &decoded {
+                    let leader = d.vote.leader_id().node_id;
+                    let term = d.vote.leader_id().term;
+                    let _ = meta_tx.send((leader, term, d.leader_commit));
+                }
+                async move { decoded }
+            });
+        let contact = g.contact();
+        let out = g.stream_append(Box::pin(reqs)).map(move |res| {
+            let meta = meta_rx.try_recv().ok();
+            let r: Reply<_> = match res {
+                Ok(r) => {
+                    // Accepted by vote (success or a log conflict): this is our leader.
+                    let accepted = !matches!(r, Err(StreamAppendError::HigherVote(_)));
+                    if let (true, Some((leader, term, commit))) = (accepted, meta) {
+                        contact.record(leader, term, commit);
+                    }
+                    Ok(r)
+                }
+                Err(fatal) => Err(fatal.to_string()),
+            };
+            reply(&r)
+        });
+        Ok(Response::new(Box::pin(out)))
+    }
+
+    async fn install_snapshot(
+        &self,
+        req: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let req = req.into_inner();
+        let g = self.registry.route(&req)?;
+        let offer: SnapshotOffer = payload(&req)?;
+        let r = g.receive_snapshot(offer).await;
+        Ok(Response::new(reply(&r)?))
+    }
+
+    async fn transfer_leader(
+        &self,
+        req: Request<RaftRequest>,
+    ) -> Result<Response<RaftReply>, Status> {
+        let req = req.into_inner();
+        let g = self.registry.route(&req)?;
+        let t: TransferLeaderRequest<_> = payload(&req)?;
+        let r = g.transfer_leader(t).await.map_err(|e| e.to_string());
+        Ok(Response::new(reply(&r)?))
+    }
+}
+
+/// Serves this node's snapshots (checkpoints) for download, on the peer port and, for SCM,
+/// on its own checkpoint port too.
+#[derive(Clone)]
+pub struct SnapshotServiceImpl {
+    pub registry: GroupRegistry,
+}
+
+const CHUNK: usize = 1 << 20;
+
+#[tonic::async_trait]
+impl SnapshotService for SnapshotServiceImpl {
+    type FetchSnapshotStream = ChunkStream;
+
+    async fn fetch_snapshot(
+        &self,
+        req: Request<FetchSnapshotRequest>,
+    ) -> Result<Response<ChunkStream>, Status> {
+        let req = req.into_inner();
+        let g = self
+            .registry
+            .get(&req.group_id)
+            .ok_or_else(|| Status::not_found(format!("no raft group {:?} here", req.group_id)))?;
+        let (manifest, cp) = g.snapshots().get(&req.snapshot_id).ok_or_else(|| {
+            Status::not_found(format!(
+                "snapshot {:?} of group {:?} is not kept here (superseded?)",
+                req.snapshot_id, req.group_id
+            ))
+        })?;
+        let body = serde_json::to_vec(&manifest).map_err(|e| Status::internal(e.to_string()))?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<SnapshotChunk, Status>>(4);
+        tokio::spawn(async move {
+            let _ = tx
+                .send(Ok(SnapshotChunk {
+                    kind: Some(Kind::Manifest(body)),
+                }))
+                .await;
+            for f in &manifest.files {
+                if let Err(e) = send_file(&tx, &cp.db_dir().join(&f.name), &f.name).await {
+                    let _ = tx
+                        .send(Err(Status::internal(format!("read {}: {e}", f.name))))
+                        .await;
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
+async fn send_file(
+    tx: &tokio::sync::mpsc::Sender<Result<SnapshotChunk, Status>>,
+    path: &std::path::Path,
+    name: &str,
+) -> std::io::Result<()> {
+    let mut f = tokio::fs::File::open(path).await?;
+    let mut offset = 0u64;
+    loop {
+        let mut buf = vec![0u8; CHUNK];
+        let mut filled = 0;
+        while filled < CHUNK {
+            let n = f.read(&mut buf[filled..]).await?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled == 0 {
+            return Ok(());
+        }
+        buf.truncate(filled);
+        let chunk = SnapshotChunk {
+            kind: Some(Kind::File(FileChunk {
+                name: name.to_string(),
+                offset,
+                data: buf,
+            })),
+        };
+        offset += filled as u64;
+        if tx.send(Ok(chunk)).await.is_err() {
+            return Ok(()); // receiver went away
+        }
+        if filled < CHUNK {
+            return Ok(());
+        }
+    }
+}

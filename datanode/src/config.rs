@@ -1,0 +1,131 @@
+//! The `rozone-datanode` config: `[node]`, `[datanode]`, `[raft]` (for
+//! pipeline rings), `[http]` and `[log]`.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use rozone_config::{
+    check_host_ports, check_listen_addrs, config_struct, listen_on, ConfigError, DaemonConfig,
+    HttpSection, LogFormat, LogSection, NodeSection, Problems, RaftSection,
+};
+
+config_struct! {
+    /// The datanode's listeners, disks and SCM.
+    pub struct DatanodeSection {
+        /// Container gRPC listener: chunk reads and writes from clients.
+        pub container_addr: SocketAddr = listen_on(9859),
+        /// Raft listener for the pipelines this datanode is a member of.
+        pub raft_addr: SocketAddr = listen_on(9858),
+        /// Serves container copies to other datanodes re-replicating them.
+        pub replication_addr: SocketAddr = listen_on(9886),
+        /// Volumes: one directory per disk for container data. Empty: a
+        /// single volume in <node.data_dir>/hdds.
+        pub data_dirs: Vec<PathBuf> = Vec::new(),
+        /// Client addresses (host:port) of the SCM ring's members, for
+        /// registration, heartbeats and container reports.
+        pub scm_addrs: Vec<String> = vec!["127.0.0.1:9860".into()],
+    }
+}
+
+config_struct! {
+    /// Configuration of one `rozone-datanode` process.
+    pub struct Config {
+        /// This node's identity and metadata directory.
+        pub node: NodeSection = NodeSection::in_dir("/var/lib/rozone/datanode"),
+        /// Datanode listeners, volumes and SCM addresses.
+        pub datanode: DatanodeSection = DatanodeSection::default(),
+        /// Raft timing and log compaction of the pipeline rings.
+        pub raft: RaftSection = RaftSection::default(),
+        /// The /metrics, /health and /ready endpoint.
+        pub http: HttpSection = HttpSection::on(9882),
+        /// Log layout.
+        pub log: LogSection = LogSection::default(),
+    }
+}
+
+impl Config {
+    /// The volume directories in use: `datanode.data_dirs`, or
+    /// `<node.data_dir>/hdds` when that is empty.
+    pub fn volumes(&self) -> Vec<PathBuf> {
+        if self.datanode.data_dirs.is_empty() {
+            vec![self.node.data_dir.join("hdds")]
+        } else {
+            self.datanode.data_dirs.clone()
+        }
+    }
+}
+
+impl DaemonConfig for Config {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Problems::default();
+        self.node.check(&mut problems);
+        self.raft.check(&mut problems);
+        let dn = &self.datanode;
+        check_host_ports("datanode.scm_addrs", &dn.scm_addrs, &mut problems);
+        let mut seen = BTreeSet::new();
+        for (i, dir) in dn.data_dirs.iter().enumerate() {
+            problems.check(!dir.as_os_str().is_empty(), || {
+                format!("datanode.data_dirs[{i}] must not be empty")
+            });
+            problems.check(seen.insert(dir), || {
+                format!(
+                    "datanode.data_dirs[{i}] ({}) is listed twice",
+                    dir.display()
+                )
+            });
+        }
+        check_listen_addrs(
+            &[
+                ("datanode.container_addr", dn.container_addr),
+                ("datanode.raft_addr", dn.raft_addr),
+                ("datanode.replication_addr", dn.replication_addr),
+                ("http.addr", self.http.addr),
+            ],
+            &mut problems,
+        );
+        problems.into_result()
+    }
+
+    fn log_format(&self) -> LogFormat {
+        self.log.format
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declaration_is_documented_and_sample_round_trips() {
+        rozone_config::testing::assert_config_declaration_sound::<Config>();
+    }
+
+    #[test]
+    fn defaults_are_ozones_ports() {
+        let c = Config::default();
+        let dn = &c.datanode;
+        let ports = [
+            dn.container_addr.port(),
+            dn.raft_addr.port(),
+            dn.replication_addr.port(),
+            c.http.addr.port(),
+        ];
+        assert_eq!(ports, [9859, 9858, 9886, 9882]);
+    }
+
+    #[test]
+    fn volumes_default_under_the_data_dir_and_must_be_distinct() {
+        let mut c = Config::default();
+        assert_eq!(
+            c.volumes(),
+            [PathBuf::from("/var/lib/rozone/datanode/hdds")]
+        );
+        c.datanode.data_dirs = vec!["/disk1".into(), "/disk1".into()];
+        assert_eq!(c.volumes().len(), 2);
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "datanode.data_dirs[1] (/disk1) is listed twice"
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! rozone-scm: the Storage Container Manager. It will track datanodes,
+//! pipelines, containers and blocks, replicated across the SCM ring with
+//! Raft; for now it loads its config and runs until told to stop.
+//!
+//! A library with a thin `main.rs`, so tests can start an SCM in-process.
+//! Must not depend on the OM or datanode crates.
+
+pub mod config;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+pub use config::Config;
+
+/// The binary's name, as logs and errors show it.
+pub const SERVICE: &str = "rozone-scm";
+
+/// Runs an SCM until `shutdown` is cancelled, then stops and returns.
+pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let Config {
+        node,
+        scm,
+        http,
+        startup,
+        ..
+    } = &config;
+    info!(
+        node_id = node.id,
+        client_addr = %scm.client_addr,
+        peer_addr = %scm.peer_addr,
+        checkpoint_addr = %scm.checkpoint_addr,
+        http_addr = %http.addr,
+        data_dir = %node.data_dir.display(),
+        init = startup.init,
+        bootstrap = startup.bootstrap,
+        "{SERVICE} starting"
+    );
+    tokio::fs::create_dir_all(&node.data_dir)
+        .await
+        .with_context(|| format!("create data dir {}", node.data_dir.display()))?;
+    info!(node_id = node.id, "{SERVICE} started");
+
+    shutdown.cancelled().await;
+    info!(node_id = node.id, "{SERVICE} stopped");
+    Ok(())
+}

@@ -1,0 +1,253 @@
+//! rozone-tests: the in-process cluster harness used by the Raft-layer tests and benchmark.
+//!
+//! A [`Cluster`] runs N members of one Raft group in this process, each with its own data
+//! directory, its own peer gRPC server on 127.0.0.1 and its own channel cache, so traffic
+//! between members is real gRPC over loopback. The state machine is [`KvLogic`], a small
+//! key-value store over two column families.
+
+pub mod kv;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use rozone_raft::{GroupConfig, GroupRegistry, NodeId, NodeInfo, PeerChannels, RaftGroup};
+use tokio::sync::oneshot;
+
+pub use kv::{KvLogic, KvRequest, KvResponse};
+
+/// Generous bound for anything a test waits on: readiness waits, never fixed sleeps.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub const GROUP: &str = "test-group";
+
+/// One member: its group, its peer server, its data directory.
+pub struct Member {
+    pub id: NodeId,
+    pub addr: String,
+    pub dir: PathBuf,
+    pub group: Arc<RaftGroup<KvLogic>>,
+    stop_server: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Tweaks applied to every member's group config.
+pub type Tune = Arc<dyn Fn(&mut GroupConfig) + Send + Sync>;
+
+/// An in-process Raft group over real gRPC on loopback.
+pub struct Cluster {
+    pub root: tempfile::TempDir,
+    pub members: BTreeMap<NodeId, Member>,
+    /// Addresses stay fixed across restarts: they are in the membership.
+    addrs: BTreeMap<NodeId, String>,
+    tune: Tune,
+}
+
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,rozone_raft=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+impl Cluster {
+    pub fn new(tune: Tune) -> anyhow::Result<Self> {
+        Ok(Self {
+            root: tempfile::tempdir()?,
+            members: BTreeMap::new(),
+            addrs: BTreeMap::new(),
+            tune,
+        })
+    }
+
+    /// Starts `n` members (ids 1..=n) and initialises the group on member 1.
+    pub async fn start(n: u64, tune: Tune) -> anyhow::Result<Self> {
+        let mut c = Self::new(tune)?;
+        for id in 1..=n {
+            c.start_member(id).await?;
+        }
+        let members: BTreeMap<NodeId, NodeInfo> = (1..=n).map(|id| (id, c.info(id))).collect();
+        c.member(1)?.group.initialize(members).await?;
+        c.wait_ready_leader().await?;
+        Ok(c)
+    }
+
+    pub fn info(&self, id: NodeId) -> NodeInfo {
+        let a = self.addrs.get(&id).cloned().unwrap_or_default();
+        NodeInfo::new(a.clone(), a)
+    }
+
+    pub fn member(&self, id: NodeId) -> anyhow::Result<&Member> {
+        self.members
+            .get(&id)
+            .with_context(|| format!("member {id} is not running"))
+    }
+
+    /// Starts (or restarts, from its data directory and on its old address) member `id`.
+    pub async fn start_member(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let bind = self
+            .addrs
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| "127.0.0.1:0".to_string());
+        let (listener, addr) = rozone_raft::server::bind(&bind).await?;
+        let addr = addr.to_string();
+        self.addrs.insert(id, addr.clone());
+        let dir = self.root.path().join(format!("n{id}"));
+        let mut cfg = GroupConfig::new(GROUP, id, NodeInfo::new(&addr, &addr), dir.clone());
+        // Short timeouts keep tests quick; they are bounds, not sleeps.
+        cfg.election_timeout_min = Duration::from_millis(300);
+        cfg.election_timeout_max = Duration::from_millis(600);
+        cfg.heartbeat_interval = Duration::from_millis(100);
+        cfg.download.pause = Duration::from_millis(200);
+        (self.tune)(&mut cfg);
+        let registry = GroupRegistry::default();
+        let channels = Arc::new(PeerChannels::default());
+        let group = RaftGroup::start(cfg, KvLogic, &registry, channels).await?;
+        let (tx, rx) = oneshot::channel();
+        let server = tokio::spawn(async move {
+            let _ = rozone_raft::server::serve_peer(listener, registry, async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        self.members.insert(
+            id,
+            Member {
+                id,
+                addr,
+                dir,
+                group,
+                stop_server: Some(tx),
+                server: Some(server),
+            },
+        );
+        Ok(())
+    }
+
+    /// Stops member `id` as a crash would look to the others: its server goes away and its
+    /// Raft stops; its data directory stays.
+    pub async fn stop_member(&mut self, id: NodeId) -> anyhow::Result<()> {
+        let mut m = self
+            .members
+            .remove(&id)
+            .with_context(|| format!("member {id} is not running"))?;
+        if let Some(tx) = m.stop_server.take() {
+            let _ = tx.send(());
+        }
+        m.group.shutdown().await;
+        if let Some(s) = m.server.take() {
+            // Peers keep append streams open, so a graceful stop would wait for them: cut
+            // the connections as a crash would.
+            s.abort();
+            let _ = s.await;
+        }
+        // Wait until every handle on the databases is gone so a restart can reopen them.
+        let weak = Arc::downgrade(&m.group);
+        drop(m);
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while weak.strong_count() > 0 {
+            if tokio::time::Instant::now() > deadline {
+                bail!("member {id} still referenced after stop");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    /// Waits until some running member is a ready leader and returns its id.
+    pub async fn wait_ready_leader(&self) -> anyhow::Result<NodeId> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            for (id, m) in &self.members {
+                if m.group.is_ready_leader() {
+                    return Ok(*id);
+                }
+            }
+            if tokio::time::Instant::now() > deadline {
+                bail!("no ready leader among {:?}", self.members.keys());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn leader(&self) -> anyhow::Result<&Arc<RaftGroup<KvLogic>>> {
+        let id = self.wait_ready_leader().await?;
+        Ok(&self.member(id)?.group)
+    }
+
+    /// Waits until every running member has applied at least `index`.
+    pub async fn wait_applied(&self, index: u64) -> anyhow::Result<()> {
+        for m in self.members.values() {
+            m.group
+                .wait_for(WAIT, &format!("node {} applied {index}", m.id), move |mt| {
+                    mt.last_applied.as_ref().is_some_and(|l| l.index() >= index)
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until the leader has applied its whole log and every running member has
+    /// applied as far. (A write is acknowledged while it is applied, slightly before the
+    /// leader's metrics show it, so the leader's last log index is the target.)
+    pub async fn wait_converged(&self) -> anyhow::Result<u64> {
+        let leader = self.leader().await?;
+        let m = leader
+            .wait_for(WAIT, "leader applied its log", |m| {
+                m.last_log_index.is_some()
+                    && m.last_applied.as_ref().map(|l| l.index()) == m.last_log_index
+            })
+            .await?;
+        let idx = m.last_log_index.unwrap_or(0);
+        self.wait_applied(idx).await?;
+        Ok(idx)
+    }
+
+    /// The digest of every member's application state, by member id.
+    pub fn digests(&self) -> anyhow::Result<BTreeMap<NodeId, u32>> {
+        self.members
+            .iter()
+            .map(|(id, m)| Ok((*id, kv::digest(&m.group.db())?)))
+            .collect()
+    }
+
+    pub fn running(&self) -> BTreeSet<NodeId> {
+        self.members.keys().copied().collect()
+    }
+
+    /// Stops every member.
+    pub async fn stop_all(&mut self) -> anyhow::Result<()> {
+        let ids: Vec<_> = self.members.keys().copied().collect();
+        for id in ids {
+            self.stop_member(id).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `key=value` through the current leader, retrying on a leader change.
+pub async fn put(c: &Cluster, key: &str, value: &str) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let leader = c.leader().await?;
+        match leader
+            .write(KvRequest::Put {
+                key: key.to_string(),
+                value: value.to_string(),
+            })
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_retryable() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
