@@ -169,6 +169,14 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
         S: Stream<Item = AppendEntriesRequest<TypeConfig>> + OptionalSend + Unpin + 'static,
     {
         Box::pin(async move {
+            // Pull the first request before connecting: openraft sleeps its replication
+            // backoff inside the request stream, so a peer that is down must not make this
+            // call fail before the stream was polled (that would retry in a tight loop).
+            let mut input = input;
+            let Some(first) = input.next().await else {
+                return Ok(Box::pin(futures::stream::empty()) as BoxStream<'s, _>);
+            };
+            let input = futures::stream::once(async move { first }).chain(input);
             let mut client = self.client()?;
             let group_id = self.factory.group_id.clone();
             let (target, from) = (self.target, self.factory.from);
