@@ -18,7 +18,9 @@ pub struct Txn<'a> {
 }
 
 impl<'a> Txn<'a> {
-    pub(crate) fn new(db: &'a DB) -> Self {
+    /// A transaction over `db` (the state machine creates one per applied batch; tests of
+    /// application logic create their own).
+    pub fn new(db: &'a DB) -> Self {
         Self {
             db,
             overlay: BTreeMap::new(),
@@ -103,7 +105,7 @@ impl<'a> Txn<'a> {
     }
 
     /// Turns the overlay into one write batch.
-    pub(crate) fn into_batch(self) -> io::Result<WriteBatch> {
+    pub fn into_batch(self) -> io::Result<WriteBatch> {
         let mut batch = WriteBatch::default();
         for (cf_name, m) in &self.overlay {
             let h = cf(self.db, cf_name)?;
