@@ -262,3 +262,31 @@ async fn follower_records_leader_contact_and_refuses_writes_with_hint() {
     }
     c.stop_all().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unreachable_peer_is_retried_with_backoff_not_in_a_loop() {
+    init_tracing();
+    let mut c = Cluster::start(3, default_tune()).await.unwrap();
+    put(&c, "a", "1").await.unwrap();
+    let leader_id = c.wait_ready_leader().await.unwrap();
+    let dead = if leader_id == 3 { 2 } else { 3 };
+    c.stop_member(dead).await.unwrap();
+    put(&c, "b", "2").await.unwrap(); // gives replication something to send to the dead peer
+    let leader = c.member(leader_id).unwrap().group.clone();
+    let start = leader.rpc_counts(dead);
+    // Heartbeats (every 100 ms) are the clock: wait for 20 more of them.
+    let deadline = tokio::time::Instant::now() + rozone_tests::WAIT;
+    while leader.rpc_counts(dead).heartbeat < start.heartbeat + 20 {
+        assert!(tokio::time::Instant::now() < deadline, "heartbeats stopped");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let replication = leader.rpc_counts(dead).replication - start.replication;
+    // Backoff is 200 ms: about 10 attempts in 20 heartbeat intervals. A retry loop without
+    // backoff makes thousands.
+    assert!(
+        replication <= 40,
+        "{replication} replication attempts to a dead peer in 20 heartbeat intervals"
+    );
+    drop(leader);
+    c.stop_all().await.unwrap();
+}

@@ -26,7 +26,7 @@ use crate::contact::{leader_ready, ContactRecord, LeaderContact};
 use crate::download::{fetch_checkpoint, verify_staged, DownloadPolicy};
 use crate::error::RaftGroupError;
 use crate::log_store::RocksLogStore;
-use crate::network::{NetworkFactory, PeerChannels};
+use crate::network::{NetStats, NetworkFactory, PeerChannels, PeerRpcCounts};
 use crate::service::GroupRegistry;
 use crate::snapshot::{self, Checkpoint, Snap, SnapshotStore};
 use crate::state_machine::{RocksStateMachine, StateDb, StateMachineLogic};
@@ -114,6 +114,7 @@ pub struct RaftGroup<L: StateMachineLogic> {
     /// One snapshot download at a time per group.
     install_lock: tokio::sync::Mutex<()>,
     stats: Counters,
+    net_stats: Arc<NetStats>,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -142,6 +143,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         let log = RocksLogStore::open(&cfg.dir.join("log"), cfg.fsync)?;
         let sm = RocksStateMachine::open(&cfg.dir.join("sm"), &cfg.dir.join("snapshots"), logic)?;
         let (state, snapshots) = (sm.state(), sm.snapshots());
+        let net_stats = Arc::new(NetStats::default());
         let net = NetworkFactory {
             group_id: cfg.group_id.clone(),
             from: cfg.node_id,
@@ -150,6 +152,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
                 .snapshot_source_addr
                 .clone()
                 .unwrap_or_else(|| cfg.node_info.peer_addr.clone()),
+            stats: net_stats.clone(),
         };
         let raft = Raft::<L>::new(cfg.node_id, Arc::new(cfg.openraft_config()?), net, log, sm)
             .await
@@ -164,6 +167,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             registry: registry.clone(),
             install_lock: tokio::sync::Mutex::new(()),
             stats: Counters::default(),
+            net_stats,
         });
         registry.insert(&g.cfg.group_id, g.clone());
         Ok(g)
@@ -361,6 +365,11 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             download_failures: self.stats.download_failures.load(Ordering::Relaxed),
             installs: self.stats.installs.load(Ordering::Relaxed),
         }
+    }
+
+    /// Append streams this node opened to `target` (replication and heartbeats).
+    pub fn rpc_counts(&self, target: NodeId) -> PeerRpcCounts {
+        self.net_stats.get(target)
     }
 
     /// Log id of the newest snapshot kept here.

@@ -60,6 +60,44 @@ impl PeerChannels {
     }
 }
 
+/// Outgoing RPC counts to one peer (for metrics, and for tests that check a dead peer is
+/// not retried in a tight loop).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PeerRpcCounts {
+    /// Append streams opened by replication.
+    pub replication: u64,
+    /// Heartbeat append streams.
+    pub heartbeat: u64,
+}
+
+/// Per-target RPC counters of one group.
+#[derive(Default)]
+pub struct NetStats {
+    by_target: Mutex<HashMap<NodeId, PeerRpcCounts>>,
+}
+
+impl NetStats {
+    fn count(&self, target: NodeId, heartbeat: bool) {
+        let mut g = match self.by_target.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let c = g.entry(target).or_default();
+        if heartbeat {
+            c.heartbeat += 1;
+        } else {
+            c.replication += 1;
+        }
+    }
+
+    pub fn get(&self, target: NodeId) -> PeerRpcCounts {
+        match self.by_target.lock() {
+            Ok(g) => g.get(&target).copied().unwrap_or_default(),
+            Err(p) => p.into_inner().get(&target).copied().unwrap_or_default(),
+        }
+    }
+}
+
 /// Creates connections for one group on one node.
 #[derive(Clone)]
 pub struct NetworkFactory {
@@ -68,6 +106,7 @@ pub struct NetworkFactory {
     pub(crate) channels: Arc<PeerChannels>,
     /// Where followers download this node's snapshots from.
     pub(crate) snapshot_source_addr: String,
+    pub(crate) stats: Arc<NetStats>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -78,6 +117,14 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
             factory: self.clone(),
             target,
             addr: node.peer_addr.clone(),
+            heartbeat: false,
+        }
+    }
+
+    async fn new_heartbeat_client(&mut self, target: NodeId, node: &NodeInfo) -> PeerConn {
+        PeerConn {
+            heartbeat: true,
+            ..self.new_client(target, node).await
         }
     }
 }
@@ -87,6 +134,7 @@ pub struct PeerConn {
     factory: NetworkFactory,
     target: NodeId,
     addr: String,
+    heartbeat: bool,
 }
 
 fn status_to_rpc(s: tonic::Status) -> RpcErr {
@@ -177,6 +225,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
                 return Ok(Box::pin(futures::stream::empty()) as BoxStream<'s, _>);
             };
             let input = futures::stream::once(async move { first }).chain(input);
+            self.factory.stats.count(self.target, self.heartbeat);
             let mut client = self.client()?;
             let group_id = self.factory.group_id.clone();
             let (target, from) = (self.target, self.factory.from);
