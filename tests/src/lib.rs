@@ -130,6 +130,28 @@ impl Cluster {
         Ok(())
     }
 
+    /// Prepares member `id` (not started yet) to join by taking member `from`'s newest
+    /// checkpoint as its state.
+    pub async fn bootstrap_member(
+        &self,
+        id: NodeId,
+        from: NodeId,
+        policy: &rozone_raft::DownloadPolicy,
+    ) -> Result<(), rozone_raft::download::BootstrapError> {
+        let source = self.addrs.get(&from).cloned().unwrap_or_default();
+        let cfs = rozone_raft::StateMachineLogic::column_families(&KvLogic);
+        rozone_raft::download::bootstrap_from_checkpoint(
+            &self.root.path().join(format!("n{id}")),
+            &cfs,
+            &PeerChannels::default(),
+            &source,
+            GROUP,
+            policy,
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Stops member `id` as a crash would look to the others: its server goes away and its
     /// Raft stops; its data directory stays.
     pub async fn stop_member(&mut self, id: NodeId) -> anyhow::Result<()> {

@@ -177,3 +177,98 @@ async fn failed_install_step_is_retried() {
     c.stop_all().await.unwrap();
     scenario.teardown();
 }
+
+/// The leader's database holds a row its log does not explain (written directly, as a seeded
+/// or upgraded cluster would have). A joining member whose first checkpoint download is cut
+/// retries, takes the leader's checkpoint, and so holds that row; joining by replaying the
+/// log (Ozone's HDDS-16899) would lose it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn join_by_checkpoint_retries_and_carries_rows_the_log_does_not_explain() {
+    init_tracing();
+    let scenario = fail::FailScenario::setup();
+    let mut c = Cluster::start(3, Arc::new(|cfg| cfg.snapshot_logs_since_last = 0))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        put(&c, &format!("k{i}"), "v").await.unwrap();
+    }
+    let leader_id = c.wait_ready_leader().await.unwrap();
+    let leader = c.member(leader_id).unwrap().group.clone();
+    let db = leader.db();
+    db.put_cf(
+        rozone_kv::cf(&db, kv::CF_KV).unwrap(),
+        "seeded",
+        "not-in-log",
+    )
+    .unwrap();
+    drop(db);
+    leader.trigger_snapshot().await.unwrap();
+    leader
+        .wait_for(WAIT, "snapshot", |m| m.snapshot.is_some())
+        .await
+        .unwrap();
+    assert!(
+        leader.metrics().purged.is_none(),
+        "the leader's log still starts at 1"
+    );
+
+    fail::cfg("raft-snapshot-transfer", "1*return->off").unwrap();
+    let policy = rozone_raft::DownloadPolicy {
+        attempts: 3,
+        pause: std::time::Duration::from_millis(100),
+    };
+    c.bootstrap_member(4, leader_id, &policy).await.unwrap();
+    c.start_member(4).await.unwrap();
+    leader.add_learner(4, c.info(4), true).await.unwrap();
+    c.wait_converged().await.unwrap();
+    let g4 = &c.member(4).unwrap().group;
+    assert_eq!(
+        kv::get(&g4.db(), "seeded").unwrap().as_deref(),
+        Some("not-in-log"),
+        "the joined member holds the row only the leader's checkpoint carries"
+    );
+    assert_eq!(
+        kv::digest(&g4.db()).unwrap(),
+        kv::digest(&leader.db()).unwrap()
+    );
+    drop(leader);
+    c.stop_all().await.unwrap();
+    scenario.teardown();
+}
+
+/// A checkpoint that can never be downloaded ends the join with an error naming the failed
+/// download and the leader's address, and the group's membership is unchanged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn join_by_checkpoint_gives_up_with_a_clear_error_and_changes_nothing() {
+    init_tracing();
+    let scenario = fail::FailScenario::setup();
+    let mut c = Cluster::start(3, Arc::new(|cfg| cfg.snapshot_logs_since_last = 0))
+        .await
+        .unwrap();
+    put(&c, "a", "1").await.unwrap();
+    let leader_id = c.wait_ready_leader().await.unwrap();
+    let leader = c.member(leader_id).unwrap().group.clone();
+    leader.trigger_snapshot().await.unwrap();
+    leader
+        .wait_for(WAIT, "snapshot", |m| m.snapshot.is_some())
+        .await
+        .unwrap();
+    let before = leader.metrics().membership_config.clone();
+
+    fail::cfg("raft-snapshot-transfer", "return").unwrap();
+    let policy = rozone_raft::DownloadPolicy {
+        attempts: 3,
+        pause: std::time::Duration::from_millis(50),
+    };
+    let err = c.bootstrap_member(4, leader_id, &policy).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("checkpoint download"), "{msg}");
+    assert!(msg.contains(&c.info(leader_id).peer_addr), "{msg}");
+    assert!(msg.contains("3 attempt"), "{msg}");
+    for m in c.members.values() {
+        assert_eq!(m.group.metrics().membership_config, before);
+    }
+    drop(leader);
+    c.stop_all().await.unwrap();
+    scenario.teardown();
+}

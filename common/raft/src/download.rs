@@ -14,7 +14,8 @@ use tokio::io::AsyncWriteExt;
 
 use crate::network::PeerChannels;
 use crate::snapshot::{self, Manifest};
-use crate::state_machine::{read_applied, StateDb};
+use crate::snapshot::{Checkpoint, SnapshotStore};
+use crate::state_machine::{install_checkpoint, read_applied, StateDb};
 use crate::types::SnapshotMeta;
 
 /// How a follower fetches checkpoints.
@@ -48,7 +49,9 @@ pub async fn fetch_checkpoint(
     snapshot_id: &str,
     staging: &Path,
 ) -> io::Result<Manifest> {
-    snapshot::check_name("snapshot id", snapshot_id)?;
+    if !snapshot_id.is_empty() {
+        snapshot::check_name("snapshot id", snapshot_id)?;
+    }
     let ch = channels
         .get(source_addr)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
@@ -76,7 +79,8 @@ pub async fn fetch_checkpoint(
                 for f in &m.files {
                     snapshot::check_name("file name", &f.name)?;
                 }
-                if m.snapshot_id != snapshot_id {
+                snapshot::check_name("snapshot id", &m.snapshot_id)?;
+                if !snapshot_id.is_empty() && m.snapshot_id != snapshot_id {
                     return Err(invalid(format!(
                         "asked for snapshot {snapshot_id}, got {}",
                         m.snapshot_id
@@ -180,4 +184,107 @@ pub fn verify_staged(
         )));
     }
     Ok(())
+}
+
+/// Why joining by checkpoint failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// Every attempt to download (or verify) the leader's checkpoint failed.
+    #[error("checkpoint download from {source_addr} failed after {attempts} attempt(s): {last_error}; not joining without the leader's checkpoint")]
+    Download {
+        source_addr: String,
+        attempts: u32,
+        last_error: String,
+    },
+    /// The downloaded checkpoint is not ahead of this node's state.
+    #[error("checkpoint {snapshot_id} from {source_addr} (applied {remote:?}) is not ahead of this node's state (applied {local:?})")]
+    NotAhead {
+        snapshot_id: String,
+        source_addr: String,
+        remote: Option<crate::types::LogId>,
+        local: Option<crate::types::LogId>,
+    },
+    #[error("local storage: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Gives a node that is about to join a group the leader's newest checkpoint as its state,
+/// before its Raft starts: the node then joins with everything the leader's database holds,
+/// including rows its log does not explain (Ozone's HDDS-16899), and never by replaying the
+/// log from the start. A failed download or verification is retried after `policy.pause`,
+/// up to `policy.attempts` times; nothing local changes until a checkpoint verified.
+///
+/// `group_dir` is the group's `GroupConfig::dir`; `app_cfs` the application's column
+/// families. Must run while the group is not started (it opens the state database).
+pub async fn bootstrap_from_checkpoint(
+    group_dir: &Path,
+    app_cfs: &[&str],
+    channels: &PeerChannels,
+    source_addr: &str,
+    group_id: &str,
+    policy: &DownloadPolicy,
+) -> Result<Manifest, BootstrapError> {
+    let state = StateDb::open(&group_dir.join("sm"), app_cfs)?;
+    let snapshots = SnapshotStore::open(&group_dir.join("snapshots"))?;
+    let (local, _) = read_applied(&state.db())?;
+    let mut last_error = String::new();
+    let attempts = policy.attempts.max(1);
+    for attempt in 1..=attempts {
+        let staging = state.staging_dir(&format!("bootstrap-{attempt}"));
+        snapshot::remove_path(&staging);
+        let res = async {
+            let m = fetch_checkpoint(channels, source_addr, group_id, "", &staging).await?;
+            snapshot::verify_files(&staging.join(snapshot::DB_DIR), &m)?;
+            let cfs: Vec<&str> = state.column_families().iter().map(|s| s.as_str()).collect();
+            let staged = rozone_kv::open_read_only(&staging.join(snapshot::DB_DIR), &cfs)?;
+            let (remote, membership) = read_applied(&staged)?;
+            drop(staged);
+            if remote != m.meta.last_log_id || membership != m.meta.last_membership {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "checkpoint {} does not hold what its manifest says",
+                        m.snapshot_id
+                    ),
+                ));
+            }
+            Ok(m)
+        }
+        .await;
+        match res {
+            Ok(m) => {
+                if m.meta.last_log_id <= local {
+                    snapshot::remove_path(&staging);
+                    return Err(BootstrapError::NotAhead {
+                        snapshot_id: m.snapshot_id,
+                        source_addr: source_addr.to_string(),
+                        remote: m.meta.last_log_id,
+                        local,
+                    });
+                }
+                let cp = Checkpoint {
+                    id: m.snapshot_id.clone(),
+                    dir: staging,
+                };
+                let m = install_checkpoint(&state, &snapshots, &cp)?;
+                tracing::info!(group = %group_id, snapshot = %m.snapshot_id, source = %source_addr,
+                    "state taken from the leader's checkpoint");
+                return Ok(m);
+            }
+            Err(e) => {
+                snapshot::remove_path(&staging);
+                last_error = e.to_string();
+                tracing::error!(group = %group_id, source = %source_addr, attempt, error = %e,
+                    "checkpoint download for joining failed; not joining without it");
+                if attempt < attempts {
+                    tokio::time::sleep(policy.pause).await;
+                }
+            }
+        }
+    }
+    Err(BootstrapError::Download {
+        source_addr: source_addr.to_string(),
+        attempts,
+        last_error,
+    })
 }

@@ -200,7 +200,13 @@ impl SnapshotService for SnapshotServiceImpl {
             .registry
             .get(&req.group_id)
             .ok_or_else(|| Status::not_found(format!("no raft group {:?} here", req.group_id)))?;
-        let (manifest, cp) = g.snapshots().get(&req.snapshot_id).ok_or_else(|| {
+        // An empty id asks for the newest snapshot (a member joining by checkpoint).
+        let found = if req.snapshot_id.is_empty() {
+            g.snapshots().current()
+        } else {
+            g.snapshots().get(&req.snapshot_id)
+        };
+        let (manifest, cp) = found.ok_or_else(|| {
             Status::not_found(format!(
                 "snapshot {:?} of group {:?} is not kept here (superseded?)",
                 req.snapshot_id, req.group_id

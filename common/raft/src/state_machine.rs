@@ -184,6 +184,24 @@ pub(crate) fn read_applied(db: &DB) -> io::Result<(Option<LogId>, StoredMembersh
     Ok((applied, membership))
 }
 
+/// Makes a verified, staged checkpoint the live state: keeps a copy as this node's own
+/// snapshot (hard links), swaps it in as the next generation, publishes the copy.
+pub(crate) fn install_checkpoint(
+    state: &StateDb,
+    snapshots: &SnapshotStore,
+    cp: &Checkpoint,
+) -> io::Result<Manifest> {
+    let manifest = snapshot::read_manifest(&cp.dir)?;
+    let keep = snapshots.tmp_dir(&cp.id);
+    snapshot::remove_path(&keep);
+    snapshot::link_dir(&cp.db_dir(), &keep.join(snapshot::DB_DIR))?;
+    snapshot::write_manifest(&keep, &manifest)?;
+    state.swap_in(&cp.db_dir())?;
+    snapshot::remove_path(&cp.dir);
+    snapshots.publish(&keep, manifest.clone())?;
+    Ok(manifest)
+}
+
 /// The openraft state machine: the base plus the application's logic.
 pub struct RocksStateMachine<L: StateMachineLogic> {
     state: Arc<StateDb>,
@@ -378,15 +396,8 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
         snapshot: Checkpoint,
     ) -> Result<(), io::Error> {
         // The checkpoint was downloaded and verified by the snapshot RPC handler; what is
-        // left is local: keep a copy as this node's own snapshot (hard links), then swap.
-        let manifest = snapshot::read_manifest(&snapshot.dir)?;
-        let keep = self.snapshots.tmp_dir(&snapshot.id);
-        snapshot::remove_path(&keep);
-        snapshot::link_dir(&snapshot.db_dir(), &keep.join(snapshot::DB_DIR))?;
-        snapshot::write_manifest(&keep, &manifest)?;
-        self.state.swap_in(&snapshot.db_dir())?;
-        snapshot::remove_path(&snapshot.dir);
-        self.snapshots.publish(&keep, manifest)?;
+        // left is local.
+        install_checkpoint(&self.state, &self.snapshots, &snapshot)?;
         let db = self.state.db();
         let (applied, membership) = read_applied(&db)?;
         if applied != meta.last_log_id {
