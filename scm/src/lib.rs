@@ -6,6 +6,7 @@
 //! Must not depend on the OM or datanode crates.
 
 pub mod config;
+pub mod state;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;

@@ -439,6 +439,14 @@ impl<L: StateMachineLogic> RaftGroup<L> {
     }
 }
 
+/// Test hook: fail the last step before a verified checkpoint is handed to openraft.
+fn pre_install_failpoint() -> Result<(), String> {
+    fail::fail_point!("raft-snapshot-install", |_| Err(
+        "failpoint raft-snapshot-install".to_string()
+    ));
+    Ok(())
+}
+
 fn fatal(e: Fatal<TypeConfig>) -> RaftGroupError {
     RaftGroupError::Fatal(e.to_string())
 }
@@ -516,12 +524,7 @@ impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {
             }
             let _one = self.install_lock.lock().await;
             let cp = self.download_verified(&offer).await?;
-            let pre_install: Result<(), String> = (|| {
-                fail::fail_point!("raft-snapshot-install", |_| Err(
-                    "failpoint raft-snapshot-install".to_string()
-                ));
-                Ok(())
-            })();
+            let pre_install = pre_install_failpoint();
             if let Err(e) = pre_install {
                 self.stats.download_failures.fetch_add(1, Ordering::Relaxed);
                 snapshot::remove_path(&cp.dir);

@@ -80,3 +80,8 @@ pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
 pub type Membership = openraft::Membership<NodeId, NodeInfo>;
 pub type SnapshotMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
 pub type RaftMetrics = openraft::RaftMetrics<TypeConfig>;
+
+/// A log id from its parts (for tests of state-machine logic and for tools).
+pub fn log_id(term: u64, node: NodeId, index: u64) -> LogId {
+    openraft::testing::log_id::<TypeConfig>(term, node, index)
+}
