@@ -1,11 +1,13 @@
-//! rozone-scm: the Storage Container Manager. It will track datanodes,
-//! pipelines, containers and blocks, replicated across the SCM ring with
-//! Raft; for now it loads its config and runs until told to stop.
+//! rozone-scm: the Storage Container Manager. It tracks datanodes, pipelines,
+//! containers and blocks, replicated across the SCM ring with Raft. So far it
+//! runs its ring (`--init`, restart from disk) over the replicated state in
+//! [`state`]; the client services arrive with the rest of the SCM issue.
 //!
 //! A library with a thin `main.rs`, so tests can start an SCM in-process.
 //! Must not depend on the OM or datanode crates.
 
 pub mod config;
+pub mod ring;
 pub mod state;
 
 use anyhow::Context;
@@ -40,9 +42,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     tokio::fs::create_dir_all(&node.data_dir)
         .await
         .with_context(|| format!("create data dir {}", node.data_dir.display()))?;
-    info!(node_id = node.id, "{SERVICE} started");
+    let ring = ring::Ring::start(&config).await?;
+    info!(
+        node_id = node.id,
+        peer_addr = %ring.peer_addr,
+        checkpoint_addr = %ring.checkpoint_addr,
+        "{SERVICE} started"
+    );
 
     shutdown.cancelled().await;
+    ring.stop().await;
     info!(node_id = node.id, "{SERVICE} stopped");
     Ok(())
 }

@@ -1,0 +1,200 @@
+//! The SCM ring on this node: its Raft group over [`ScmLogic`], the peer server (Raft and
+//! snapshot downloads) and the checkpoint server for SCMs that join.
+//!
+//! `--init` creates a one-member ring and stamps a cluster id; a plain start reopens an
+//! existing ring from disk; a start with no ring on disk and no `--init` is refused, so an
+//! SCM never silently starts an empty cluster of its own.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::info;
+
+use crate::config::Config;
+use crate::state::{read, ScmLogic, ScmRequest, ScmResponse};
+
+/// Raft group id of the SCM ring.
+pub const GROUP: &str = "scm";
+
+/// How long `--init` waits for its own ring to elect it.
+const INIT_WAIT: Duration = Duration::from_secs(30);
+
+/// A running SCM ring member.
+pub struct Ring {
+    pub group: Arc<RaftGroup<ScmLogic>>,
+    pub peer_addr: SocketAddr,
+    pub checkpoint_addr: SocketAddr,
+    servers: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
+}
+
+/// The address others reach a listener at: the configured peer entry of this node when the
+/// config lists one, otherwise the bound address (with a wildcard host made loopback).
+fn advertised(bound: SocketAddr) -> String {
+    if bound.ip().is_unspecified() {
+        format!("127.0.0.1:{}", bound.port())
+    } else {
+        bound.to_string()
+    }
+}
+
+impl Ring {
+    /// Binds the listeners and opens the Raft group; with `init`, creates the ring.
+    pub async fn start(config: &Config) -> anyhow::Result<Self> {
+        let (peer_l, peer_addr) = rozone_raft::server::bind(&config.scm.peer_addr.to_string())
+            .await
+            .with_context(|| format!("bind scm.peer_addr {}", config.scm.peer_addr))?;
+        let (cp_l, checkpoint_addr) =
+            rozone_raft::server::bind(&config.scm.checkpoint_addr.to_string())
+                .await
+                .with_context(|| {
+                    format!("bind scm.checkpoint_addr {}", config.scm.checkpoint_addr)
+                })?;
+        let me = config.peers.iter().find(|p| p.id == config.node.id);
+        let info = NodeInfo::new(
+            me.map(|p| p.peer_addr.clone())
+                .unwrap_or_else(|| advertised(peer_addr)),
+            me.map(|p| p.client_addr.clone())
+                .unwrap_or_else(|| advertised(config.scm.client_addr)),
+        );
+        let mut gc = GroupConfig::new(
+            GROUP,
+            config.node.id,
+            info.clone(),
+            config.node.data_dir.join("raft"),
+        );
+        let r = &config.raft;
+        gc.election_timeout_min = r.election_timeout_min;
+        gc.election_timeout_max = r.election_timeout_max;
+        gc.heartbeat_interval = r.heartbeat_interval;
+        gc.fsync = r.fsync;
+        gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
+        gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+
+        let registry = GroupRegistry::default();
+        let group = RaftGroup::start(gc, ScmLogic, &registry, Arc::new(PeerChannels::default()))
+            .await
+            .context("open the SCM Raft group")?;
+        let stop = CancellationToken::new();
+        let mut servers = Vec::new();
+        {
+            let (reg, s) = (registry.clone(), stop.clone());
+            servers.push(tokio::spawn(async move {
+                if let Err(e) =
+                    rozone_raft::server::serve_peer(peer_l, reg, async move { s.cancelled().await })
+                        .await
+                {
+                    tracing::error!(error = %e, "peer server stopped");
+                }
+            }));
+        }
+        {
+            let (_, snap) = rozone_raft::server::peer_services(&registry);
+            let s = stop.clone();
+            servers.push(tokio::spawn(async move {
+                let r = tonic::transport::Server::builder()
+                    .add_service(snap)
+                    .serve_with_incoming_shutdown(
+                        rozone_raft::server::nodelay_incoming(cp_l),
+                        async move { s.cancelled().await },
+                    )
+                    .await;
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "checkpoint server stopped");
+                }
+            }));
+        }
+        let ring = Self {
+            group,
+            peer_addr,
+            checkpoint_addr,
+            servers,
+            stop,
+        };
+        if let Err(e) = ring.open(config, info).await {
+            ring.stop().await;
+            return Err(e);
+        }
+        Ok(ring)
+    }
+
+    async fn open(&self, config: &Config, info: NodeInfo) -> anyhow::Result<()> {
+        let initialized = self.group.is_initialized().await?;
+        if config.startup.bootstrap {
+            bail!("--bootstrap is not available yet: it arrives with the SCM bootstrap-by-checkpoint work (issue 3)");
+        }
+        if !initialized {
+            if !config.startup.init {
+                bail!(
+                    "no SCM ring in {}: start the first SCM with --init, or join a ring with --bootstrap",
+                    config.node.data_dir.display()
+                );
+            }
+            self.group
+                .initialize(BTreeMap::from([(config.node.id, info)]))
+                .await
+                .context("initialise the SCM ring")?;
+        } else if config.startup.init {
+            info!("--init on an initialised SCM: restarting it as it is");
+        }
+        if config.startup.init {
+            self.stamp_cluster_id().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits to lead the new ring and records a fresh cluster id (once per cluster).
+    async fn stamp_cluster_id(&self) -> anyhow::Result<()> {
+        self.group
+            .wait_for(
+                INIT_WAIT,
+                "lead the new SCM ring",
+                rozone_raft::leader_ready,
+            )
+            .await?;
+        if let Some(id) = read::cluster_id(&self.group.db())? {
+            info!(cluster_id = %id, "cluster id");
+            return Ok(());
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let cluster_id = format!("CID-{nanos:x}-{:x}", std::process::id());
+        match self
+            .group
+            .write(ScmRequest::SetClusterId {
+                cluster_id: cluster_id.clone(),
+            })
+            .await?
+        {
+            ScmResponse::ClusterIdSet { .. } => {
+                info!(cluster_id = %cluster_id, "cluster created");
+                Ok(())
+            }
+            other => bail!("could not set the cluster id: {other:?}"),
+        }
+    }
+
+    /// Stops Raft and the servers; the databases are closed when this returns.
+    pub async fn stop(self) {
+        self.group.shutdown().await;
+        self.stop.cancel();
+        for s in self.servers {
+            // Peers keep append streams open: give the graceful stop a moment, then cut.
+            let abort = s.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), s)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}
