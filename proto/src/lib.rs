@@ -8,3 +8,8 @@
 pub mod raft {
     tonic::include_proto!("rozone.raft.v1");
 }
+
+/// SCM ring management (ring info, checkpoint preparation, adding a member).
+pub mod scm {
+    tonic::include_proto!("rozone.scm.v1");
+}

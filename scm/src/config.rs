@@ -2,6 +2,7 @@
 //! and the ring's `[[peers]]`.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use rozone_config::{
     check_listen_addrs, check_peers, config_struct, listen_on, ByteSize, ConfigError, DaemonConfig,
@@ -22,6 +23,12 @@ config_struct! {
         pub container_size: ByteSize = ByteSize::gib(5),
         /// Size of the blocks the SCM hands out; at most container_size.
         pub block_size: ByteSize = ByteSize::mib(256),
+        /// --bootstrap: attempts to download the leader's checkpoint before giving up
+        /// (a joining SCM never joins without it).
+        pub bootstrap_attempts: u32 = 10,
+        /// --bootstrap: pause between checkpoint download attempts.
+        #[serde(with = "rozone_config::duration")]
+        pub bootstrap_retry_pause: Duration = Duration::from_secs(1),
     }
 }
 
@@ -79,6 +86,9 @@ impl DaemonConfig for Config {
             ],
             &mut problems,
         );
+        problems.check(scm.bootstrap_attempts > 0, || {
+            "scm.bootstrap_attempts must be at least 1".into()
+        });
         problems.check(scm.block_size.as_u64() > 0, || {
             "scm.block_size must be above 0".into()
         });

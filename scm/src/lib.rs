@@ -7,7 +7,9 @@
 //! Must not depend on the OM or datanode crates.
 
 pub mod config;
+pub mod join;
 pub mod ring;
+pub mod ring_service;
 pub mod state;
 
 use anyhow::Context;
@@ -45,6 +47,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let ring = ring::Ring::start(&config).await?;
     info!(
         node_id = node.id,
+        client_addr = %ring.client_addr,
         peer_addr = %ring.peer_addr,
         checkpoint_addr = %ring.checkpoint_addr,
         "{SERVICE} started"

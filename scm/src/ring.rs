@@ -30,6 +30,7 @@ pub struct Ring {
     pub group: Arc<RaftGroup<ScmLogic>>,
     pub peer_addr: SocketAddr,
     pub checkpoint_addr: SocketAddr,
+    pub client_addr: SocketAddr,
     servers: Vec<JoinHandle<()>>,
     stop: CancellationToken,
 }
@@ -56,13 +57,30 @@ impl Ring {
                 .with_context(|| {
                     format!("bind scm.checkpoint_addr {}", config.scm.checkpoint_addr)
                 })?;
+        let (client_l, client_addr) =
+            rozone_raft::server::bind(&config.scm.client_addr.to_string())
+                .await
+                .with_context(|| format!("bind scm.client_addr {}", config.scm.client_addr))?;
         let me = config.peers.iter().find(|p| p.id == config.node.id);
         let info = NodeInfo::new(
             me.map(|p| p.peer_addr.clone())
                 .unwrap_or_else(|| advertised(peer_addr)),
             me.map(|p| p.client_addr.clone())
-                .unwrap_or_else(|| advertised(config.scm.client_addr)),
+                .unwrap_or_else(|| advertised(client_addr)),
         );
+        // The checkpoint service is reached on the host the peer address names.
+        let checkpoint_adv = match info.peer_addr.rsplit_once(':') {
+            Some((host, _)) => format!("{host}:{}", checkpoint_addr.port()),
+            None => advertised(checkpoint_addr),
+        };
+        let group_dir = config.node.data_dir.join("raft");
+        // The log database appears when Raft first starts: before that this node holds no ring.
+        let fresh = !group_dir.join("log").exists();
+        let joining_via = if config.startup.bootstrap && fresh {
+            Some(crate::join::take_leader_checkpoint(config).await?)
+        } else {
+            None
+        };
         let mut gc = GroupConfig::new(
             GROUP,
             config.node.id,
@@ -110,14 +128,40 @@ impl Ring {
                 }
             }));
         }
+        {
+            let svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(
+                crate::ring_service::RingService {
+                    group: group.clone(),
+                    checkpoint_addr: checkpoint_adv,
+                },
+            );
+            let s = stop.clone();
+            servers.push(tokio::spawn(async move {
+                let r = tonic::transport::Server::builder()
+                    .add_service(svc)
+                    .serve_with_incoming_shutdown(
+                        rozone_raft::server::nodelay_incoming(client_l),
+                        async move { s.cancelled().await },
+                    )
+                    .await;
+                if let Err(e) = r {
+                    tracing::error!(error = %e, "client server stopped");
+                }
+            }));
+        }
         let ring = Self {
             group,
             peer_addr,
             checkpoint_addr,
+            client_addr,
             servers,
             stop,
         };
-        if let Err(e) = ring.open(config, info).await {
+        let opened = match joining_via {
+            Some(leader) => crate::join::ask_to_be_added(config, leader, &info).await,
+            None => ring.open(config, info).await,
+        };
+        if let Err(e) = opened {
             ring.stop().await;
             return Err(e);
         }
@@ -127,7 +171,8 @@ impl Ring {
     async fn open(&self, config: &Config, info: NodeInfo) -> anyhow::Result<()> {
         let initialized = self.group.is_initialized().await?;
         if config.startup.bootstrap {
-            bail!("--bootstrap is not available yet: it arrives with the SCM bootstrap-by-checkpoint work (issue 3)");
+            info!("--bootstrap on an SCM that already joined: restarting it as it is");
+            return Ok(());
         }
         if !initialized {
             if !config.startup.init {

@@ -100,3 +100,101 @@ fn init_creates_the_cluster_and_a_plain_restart_keeps_it() {
     d.signal("TERM").expect("sigterm");
     assert!(d.wait_exit(testkit::TIMEOUT).expect("exit").success());
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+struct Node {
+    id: u64,
+    client: u16,
+    peer: u16,
+    checkpoint: u16,
+}
+
+fn ring_config(dir: &std::path::Path, me: &Node, all: &[&Node]) -> std::path::PathBuf {
+    let mut toml = format!(
+        "[node]\nid = {}\ndata_dir = {:?}\n[scm]\nclient_addr = \"127.0.0.1:{}\"\npeer_addr = \"127.0.0.1:{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n[http]\naddr = \"127.0.0.1:0\"\n[raft]\nelection_timeout_min = \"300ms\"\nelection_timeout_max = \"600ms\"\nheartbeat_interval = \"100ms\"\n",
+        me.id,
+        dir.join(format!("scm{}", me.id)),
+        me.client,
+        me.peer,
+        me.checkpoint
+    );
+    for n in all {
+        toml += &format!(
+            "[[peers]]\nid = {}\npeer_addr = \"127.0.0.1:{}\"\nclient_addr = \"127.0.0.1:{}\"\n",
+            n.id, n.peer, n.client
+        );
+    }
+    let path = dir.join(format!("scm{}.toml", me.id));
+    std::fs::write(&path, toml).expect("write config");
+    path
+}
+
+#[test]
+fn second_scm_joins_by_checkpoint_with_bootstrap() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let n1 = Node {
+        id: 1,
+        client: free_port(),
+        peer: free_port(),
+        checkpoint: free_port(),
+    };
+    let n2 = Node {
+        id: 2,
+        client: free_port(),
+        peer: free_port(),
+        checkpoint: free_port(),
+    };
+    let c1 = ring_config(dir.path(), &n1, &[&n1, &n2]);
+    let c2 = ring_config(dir.path(), &n2, &[&n1, &n2]);
+
+    let mut s1 = testkit::Daemon::spawn({
+        let mut c = testkit::command(BIN);
+        c.arg("--config").arg(&c1).arg("--init");
+        c
+    })
+    .expect("spawn scm1");
+    s1.wait_for_stderr("cluster created", testkit::TIMEOUT)
+        .expect("scm1 created the cluster");
+
+    let mut s2 = testkit::Daemon::spawn({
+        let mut c = testkit::command(BIN);
+        c.arg("--config").arg(&c2).arg("--bootstrap");
+        c
+    })
+    .expect("spawn scm2");
+    s2.wait_for_stderr("joined the SCM ring", testkit::TIMEOUT)
+        .unwrap_or_else(|e| panic!("scm2 did not join: {e}\n--- scm2 ---\n{}", s2.stderr()));
+    assert!(s2.stderr().contains("took the leader's checkpoint"));
+
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let info = rt.block_on(async {
+        let mut c = rozone_proto::scm::scm_ring_client::ScmRingClient::connect(format!(
+            "http://127.0.0.1:{}",
+            n1.client
+        ))
+        .await
+        .expect("connect scm1");
+        c.ring_info(rozone_proto::scm::RingInfoRequest {})
+            .await
+            .expect("ring info")
+            .into_inner()
+    });
+    let voters: Vec<u64> = info
+        .members
+        .iter()
+        .filter(|m| m.voter)
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(voters, vec![1, 2], "both SCMs are voters: {info:?}");
+
+    for d in [&mut s2, &mut s1] {
+        d.signal("TERM").expect("sigterm");
+        assert!(d.wait_exit(testkit::TIMEOUT).expect("exit").success());
+    }
+}

@@ -372,6 +372,11 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         self.net_stats.get(target)
     }
 
+    /// Id of the newest snapshot kept here (what `FetchSnapshot` serves).
+    pub fn snapshot_id(&self) -> Option<String> {
+        self.snapshots.current().map(|(m, _)| m.snapshot_id)
+    }
+
     /// Log id of the newest snapshot kept here.
     pub fn snapshot_log_id(&self) -> Option<LogId> {
         self.snapshots

@@ -1,0 +1,143 @@
+//! The `ScmRing` gRPC service on the SCM client port: ring info, checkpoint preparation for
+//! a joining SCM, and adding a member. One mapping from our errors to `tonic::Status`.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rozone_proto::scm::scm_ring_server::ScmRing;
+use rozone_proto::scm::{
+    AddMemberReply, AddMemberRequest, PrepareCheckpointReply, PrepareCheckpointRequest,
+    RingInfoReply, RingInfoRequest, RingMember,
+};
+use rozone_raft::{NodeInfo, RaftGroup, RaftGroupError};
+use tonic::{Request, Response, Status};
+
+use crate::state::ScmLogic;
+
+/// Metadata key carrying the leader's client address on a `NotLeader` refusal.
+pub const LEADER_HINT: &str = "x-rozone-leader";
+
+/// How long a leader waits for a checkpoint to be built, and for a joining member to catch
+/// up before it becomes a voter.
+const WAIT: Duration = Duration::from_secs(60);
+
+pub struct RingService {
+    pub group: Arc<RaftGroup<ScmLogic>>,
+    /// Advertised address of this node's checkpoint download service.
+    pub checkpoint_addr: String,
+}
+
+/// The one mapping of Raft-layer errors to gRPC status for this service.
+pub fn status(e: RaftGroupError) -> Status {
+    match e {
+        RaftGroupError::NotLeader { leader } => {
+            let mut s = Status::unavailable(format!(
+                "not the SCM leader; {e_leader}",
+                e_leader = match &leader {
+                    Some((id, n)) => format!("leader is {id} at {}", n.client_addr),
+                    None => "leader unknown".to_string(),
+                }
+            ));
+            if let Some((_, n)) = leader {
+                if let Ok(v) = n.client_addr.parse() {
+                    s.metadata_mut().insert(LEADER_HINT, v);
+                }
+            }
+            s
+        }
+        RaftGroupError::LeaderNotReady => Status::unavailable(e.to_string()),
+        RaftGroupError::Timeout(_) => Status::deadline_exceeded(e.to_string()),
+        other => Status::internal(other.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl ScmRing for RingService {
+    async fn ring_info(
+        &self,
+        _req: Request<RingInfoRequest>,
+    ) -> Result<Response<RingInfoReply>, Status> {
+        let m = self.group.metrics();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(id, n)| RingMember {
+                id: *id,
+                peer_addr: n.peer_addr.clone(),
+                client_addr: n.client_addr.clone(),
+                voter: voters.contains(id),
+            })
+            .collect();
+        let leader_client_addr = m
+            .current_leader
+            .and_then(|id| membership.get_node(&id))
+            .map(|n| n.client_addr.clone())
+            .unwrap_or_default();
+        Ok(Response::new(RingInfoReply {
+            node_id: self.group.node_id(),
+            leader_id: m.current_leader,
+            leader_client_addr,
+            leader_ready: rozone_raft::leader_ready(&m),
+            members,
+            role: format!("{:?}", m.state).to_uppercase(),
+        }))
+    }
+
+    async fn prepare_checkpoint(
+        &self,
+        _req: Request<PrepareCheckpointRequest>,
+    ) -> Result<Response<PrepareCheckpointReply>, Status> {
+        let g = &self.group;
+        // Everything applied now must be inside the checkpoint the joining SCM gets.
+        g.read_barrier().await.map_err(status)?;
+        let applied = g.metrics().last_applied.map(|l| l.index()).unwrap_or(0);
+        g.trigger_snapshot().await.map_err(status)?;
+        let m = g
+            .wait_for(WAIT, "checkpoint built", move |m| {
+                m.snapshot.as_ref().is_some_and(|s| s.index() >= applied)
+            })
+            .await
+            .map_err(status)?;
+        let id = g
+            .snapshot_id()
+            .ok_or_else(|| Status::internal("checkpoint built but not kept"))?;
+        Ok(Response::new(PrepareCheckpointReply {
+            snapshot_id: id,
+            applied_index: m.snapshot.map(|s| s.index()).unwrap_or(0),
+            checkpoint_addr: self.checkpoint_addr.clone(),
+        }))
+    }
+
+    async fn add_member(
+        &self,
+        req: Request<AddMemberRequest>,
+    ) -> Result<Response<AddMemberReply>, Status> {
+        let r = req.into_inner();
+        if r.id == 0 || r.peer_addr.is_empty() || r.client_addr.is_empty() {
+            return Err(Status::invalid_argument(
+                "AddMember needs id (> 0), peer_addr and client_addr",
+            ));
+        }
+        let g = &self.group;
+        if !g.is_ready_leader() {
+            return Err(status(g.not_leader_error()));
+        }
+        let m = g.metrics();
+        if let Some(n) = m.membership_config.membership().get_node(&r.id) {
+            if n.peer_addr != r.peer_addr {
+                return Err(Status::already_exists(format!(
+                    "SCM {} is already a member at {}",
+                    r.id, n.peer_addr
+                )));
+            }
+        }
+        let info = NodeInfo::new(r.peer_addr, r.client_addr);
+        // Learner first: it must catch up (blocking) before it may vote.
+        g.add_learner(r.id, info, true).await.map_err(status)?;
+        g.promote(BTreeSet::from([r.id])).await.map_err(status)?;
+        tracing::info!(member = r.id, "SCM added to the ring");
+        Ok(Response::new(AddMemberReply {}))
+    }
+}
