@@ -131,18 +131,8 @@ async fn bootstrap_retries_failed_checkpoint_download_and_never_replays_log() {
         let id = gen2.next_id(SEQ_CONTAINER_ID).await.unwrap();
         assert!(issued.insert(id), "container id {id} issued twice");
     }
-    let applied = scm2
-        .group
-        .metrics()
-        .last_applied
-        .map(|l| l.index())
-        .unwrap();
-    scm1.group
-        .wait_for(WAIT, "scm1 caught up", move |m| {
-            m.last_applied.is_some_and(|l| l.index() >= applied)
-        })
-        .await
-        .unwrap();
+    let applied = scm2.group.wait_log_applied(WAIT).await.unwrap();
+    scm1.group.wait_applied(applied, WAIT).await.unwrap();
     assert_eq!(seq_row(&scm1), seq_row(&scm2), "rows equal on both SCMs");
 
     drop((gen1, gen2));

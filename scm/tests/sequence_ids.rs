@@ -135,19 +135,9 @@ impl Ring {
     /// Waits until the leader applied its whole log and every live member applied as far.
     async fn wait_converged(&self) -> anyhow::Result<()> {
         let leader = self.group(self.wait_ready_leader().await?)?;
-        let m = leader
-            .wait_for(WAIT, "leader applied its log", |m| {
-                m.last_log_index.is_some()
-                    && m.last_applied.as_ref().map(|l| l.index()) == m.last_log_index
-            })
-            .await?;
-        let idx = m.last_log_index.unwrap_or(0);
-        for (id, m) in &self.members {
-            m.group
-                .wait_for(WAIT, &format!("node {id} applied {idx}"), move |mt| {
-                    mt.last_applied.as_ref().is_some_and(|l| l.index() >= idx)
-                })
-                .await?;
+        let idx = leader.wait_log_applied(WAIT).await?;
+        for m in self.members.values() {
+            m.group.wait_applied(idx, WAIT).await?;
         }
         Ok(())
     }

@@ -206,27 +206,15 @@ impl Cluster {
     /// Waits until every running member has applied at least `index`.
     pub async fn wait_applied(&self, index: u64) -> anyhow::Result<()> {
         for m in self.members.values() {
-            m.group
-                .wait_for(WAIT, &format!("node {} applied {index}", m.id), move |mt| {
-                    mt.last_applied.as_ref().is_some_and(|l| l.index() >= index)
-                })
-                .await?;
+            m.group.wait_applied(index, WAIT).await?;
         }
         Ok(())
     }
 
     /// Waits until the leader has applied its whole log and every running member has
-    /// applied as far. (A write is acknowledged while it is applied, slightly before the
-    /// leader's metrics show it, so the leader's last log index is the target.)
+    /// applied as far.
     pub async fn wait_converged(&self) -> anyhow::Result<u64> {
-        let leader = self.leader().await?;
-        let m = leader
-            .wait_for(WAIT, "leader applied its log", |m| {
-                m.last_log_index.is_some()
-                    && m.last_applied.as_ref().map(|l| l.index()) == m.last_log_index
-            })
-            .await?;
-        let idx = m.last_log_index.unwrap_or(0);
+        let idx = self.leader().await?.wait_log_applied(WAIT).await?;
         self.wait_applied(idx).await?;
         Ok(idx)
     }

@@ -296,6 +296,28 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             .map_err(|e| RaftGroupError::Timeout(format!("{what}: {e}")))
     }
 
+    /// Waits until this node has applied its whole log and returns that index. A write is
+    /// acknowledged while it is applied, a moment before metrics show it; on a leader this
+    /// is the point every acknowledged write is visible in metrics.
+    pub async fn wait_log_applied(&self, timeout: Duration) -> Result<u64, RaftGroupError> {
+        let m = self
+            .wait_for(timeout, "whole log applied", |m| {
+                m.last_log_index.is_some()
+                    && m.last_applied.as_ref().map(|l| l.index()) == m.last_log_index
+            })
+            .await?;
+        Ok(m.last_log_index.unwrap_or(0))
+    }
+
+    /// Waits until this node has applied at least `index`.
+    pub async fn wait_applied(&self, index: u64, timeout: Duration) -> Result<(), RaftGroupError> {
+        self.wait_for(timeout, &format!("applied {index}"), move |m| {
+            m.last_applied.as_ref().is_some_and(|l| l.index() >= index)
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Adds a non-voting member; with `blocking` waits until it caught up.
     pub async fn add_learner(
         &self,
