@@ -7,6 +7,7 @@
 //! Must not depend on the OM or datanode crates.
 
 pub mod config;
+pub mod health;
 pub mod join;
 pub mod ring;
 pub mod ring_service;
@@ -45,15 +46,35 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         .await
         .with_context(|| format!("create data dir {}", node.data_dir.display()))?;
     let ring = ring::Ring::start(&config).await?;
+    let http_stop = CancellationToken::new();
+    let served = rozone_telemetry::http::serve_http(
+        http.addr,
+        std::sync::Arc::new(health::ScmHealth {
+            group: ring.group.clone(),
+        }),
+        http_stop.clone(),
+    )
+    .await;
+    let (http_addr, http_task) = match served {
+        Ok(x) => x,
+        Err(e) => {
+            // Close the databases before reporting: the process exits next.
+            ring.stop().await;
+            return Err(e).with_context(|| format!("bind http.addr {}", http.addr));
+        }
+    };
     info!(
         node_id = node.id,
         client_addr = %ring.client_addr,
         peer_addr = %ring.peer_addr,
         checkpoint_addr = %ring.checkpoint_addr,
+        http_addr = %http_addr,
         "{SERVICE} started"
     );
 
     shutdown.cancelled().await;
+    http_stop.cancel();
+    let _ = http_task.await;
     ring.stop().await;
     info!(node_id = node.id, "{SERVICE} stopped");
     Ok(())

@@ -198,3 +198,46 @@ fn second_scm_joins_by_checkpoint_with_bootstrap() {
         assert!(d.wait_exit(testkit::TIMEOUT).expect("exit").success());
     }
 }
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect http");
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
+
+#[test]
+fn http_endpoint_reports_health_readiness_and_metrics() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let mut c = testkit::command(BIN);
+    c.arg("--data-dir")
+        .arg(dir.path().join("scm"))
+        .args([
+            "--init",
+            "--client-addr=127.0.0.1:0",
+            "--peer-addr=127.0.0.1:0",
+            "--checkpoint-addr=127.0.0.1:0",
+        ])
+        .arg(format!("--http-addr=127.0.0.1:{port}"));
+    let mut d = testkit::Daemon::spawn(c).expect("spawn");
+    d.wait_for_stderr("started", testkit::TIMEOUT)
+        .expect("started");
+    assert!(http_get(port, "/health").starts_with("HTTP/1.1 200"));
+    let ready = http_get(port, "/ready");
+    assert!(ready.starts_with("HTTP/1.1 200"), "{ready}");
+    let metrics = http_get(port, "/metrics");
+    assert!(metrics.contains("rozone_raft_is_leader 1"), "{metrics}");
+    assert!(
+        metrics.contains("# TYPE rozone_raft_applied_index gauge"),
+        "{metrics}"
+    );
+    d.signal("TERM").expect("sigterm");
+    assert!(d.wait_exit(testkit::TIMEOUT).expect("exit").success());
+}

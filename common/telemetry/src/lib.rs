@@ -3,9 +3,10 @@
 //! binaries share ([`daemon_main`]).
 //!
 //! Depends on rozone-config for the config a `main` loads, and on tokio for
-//! signals and the runtime; never on RocksDB, openraft or tonic.
+//! signals and the runtime, axum for the HTTP endpoint; never on RocksDB, openraft or tonic.
 
 mod daemon;
+pub mod http;
 mod logging;
 mod signal;
 #[cfg(feature = "testkit")]

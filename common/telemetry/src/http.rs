@@ -1,0 +1,77 @@
+//! The HTTP endpoint every daemon serves: `/health` (the process answers), `/ready` (it can
+//! serve its role now: 200, or 503 with the reason) and `/metrics` (Prometheus text).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+/// What a daemon reports on its HTTP endpoint.
+pub trait HealthSource: Send + Sync + 'static {
+    /// `Ok` when ready to serve; otherwise why not (shown to the operator).
+    fn ready(&self) -> Result<(), String>;
+    /// Prometheus text exposition of the daemon's metrics.
+    fn metrics(&self) -> String;
+}
+
+type Source = Arc<dyn HealthSource>;
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+async fn ready(State(s): State<Source>) -> impl IntoResponse {
+    match s.ready() {
+        Ok(()) => (StatusCode::OK, "ready\n".to_string()),
+        Err(why) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        ),
+    }
+}
+
+async fn metrics(State(s): State<Source>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.metrics(),
+    )
+}
+
+/// Binds `addr` and serves the endpoint until `shutdown` is cancelled. Returns the bound
+/// address (port 0 picks one) and the server task.
+pub async fn serve_http(
+    addr: SocketAddr,
+    source: Source,
+    shutdown: CancellationToken,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .with_state(source);
+    let task = tokio::spawn(async move {
+        let r = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "http endpoint stopped");
+        }
+    });
+    Ok((bound, task))
+}
+
+/// Appends one Prometheus sample with its HELP and TYPE lines.
+pub fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+    );
+}
