@@ -5,143 +5,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::{bail, Context};
 use rozone_kv::rocksdb::{IteratorMode, DB};
-use rozone_raft::{GroupConfig, GroupRegistry, NodeId, NodeInfo, PeerChannels, RaftGroup};
+use rozone_raft::RaftGroup;
 use rozone_scm::state::{
     read, ContainerInfo, ContainerState, PipelineInfo, PipelineState, ReplicationFactor, ScmLogic,
     ScmRequest, ScmResponse, SequenceIdGenerator, COLUMN_FAMILIES, SEQUENCE_NAMES,
     SEQ_CONTAINER_ID,
 };
-use tokio::sync::oneshot;
 
-/// Bound for every wait: readiness waits, never fixed sleeps.
-const WAIT: Duration = Duration::from_secs(30);
-const GROUP: &str = "scm";
-const POLL: Duration = Duration::from_millis(20);
-
-struct Member {
-    group: Arc<RaftGroup<ScmLogic>>,
-    stop_server: Option<oneshot::Sender<()>>,
-    server: Option<tokio::task::JoinHandle<()>>,
-}
-
-struct Ring {
-    _root: tempfile::TempDir,
-    members: BTreeMap<NodeId, Member>,
-}
-
-impl Ring {
-    /// Starts `n` members on loopback and initialises the group on member 1.
-    async fn start(n: u64) -> anyhow::Result<Self> {
-        let root = tempfile::tempdir()?;
-        let mut members = BTreeMap::new();
-        let mut infos = BTreeMap::new();
-        for id in 1..=n {
-            let (listener, addr) = rozone_raft::server::bind("127.0.0.1:0").await?;
-            let addr = addr.to_string();
-            let info = NodeInfo::new(&addr, &addr);
-            infos.insert(id, info.clone());
-            let mut cfg = GroupConfig::new(GROUP, id, info, root.path().join(format!("n{id}")));
-            cfg.election_timeout_min = Duration::from_millis(300);
-            cfg.election_timeout_max = Duration::from_millis(600);
-            cfg.heartbeat_interval = Duration::from_millis(100);
-            let registry = GroupRegistry::default();
-            let channels = Arc::new(PeerChannels::default());
-            let group = RaftGroup::start(cfg, ScmLogic, &registry, channels).await?;
-            let (tx, rx) = oneshot::channel();
-            let server = tokio::spawn(async move {
-                let _ = rozone_raft::server::serve_peer(listener, registry, async {
-                    let _ = rx.await;
-                })
-                .await;
-            });
-            members.insert(
-                id,
-                Member {
-                    group,
-                    stop_server: Some(tx),
-                    server: Some(server),
-                },
-            );
-        }
-        let ring = Self {
-            _root: root,
-            members,
-        };
-        ring.group(1)?.initialize(infos).await?;
-        Ok(ring)
-    }
-
-    fn group(&self, id: NodeId) -> anyhow::Result<&Arc<RaftGroup<ScmLogic>>> {
-        Ok(&self
-            .members
-            .get(&id)
-            .with_context(|| format!("member {id} is not running"))?
-            .group)
-    }
-
-    async fn wait_ready_leader(&self) -> anyhow::Result<NodeId> {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if let Some((id, _)) = self.members.iter().find(|(_, m)| m.group.is_ready_leader()) {
-                return Ok(*id);
-            }
-            if tokio::time::Instant::now() > deadline {
-                bail!("no ready leader among {:?}", self.members.keys());
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    /// Stops a member as a crash looks to the others, and waits until its databases are
-    /// closed (every handle dropped).
-    async fn stop(&mut self, id: NodeId) -> anyhow::Result<()> {
-        let mut m = self
-            .members
-            .remove(&id)
-            .with_context(|| format!("member {id} is not running"))?;
-        if let Some(tx) = m.stop_server.take() {
-            let _ = tx.send(());
-        }
-        m.group.shutdown().await;
-        if let Some(s) = m.server.take() {
-            // Peers keep append streams open; cut them instead of waiting for them.
-            s.abort();
-            let _ = s.await;
-        }
-        let weak = Arc::downgrade(&m.group);
-        drop(m);
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while weak.strong_count() > 0 {
-            if tokio::time::Instant::now() > deadline {
-                bail!("member {id} still referenced after stop");
-            }
-            tokio::time::sleep(POLL).await;
-        }
-        Ok(())
-    }
-
-    async fn stop_all(&mut self) -> anyhow::Result<()> {
-        let ids: Vec<_> = self.members.keys().copied().collect();
-        for id in ids {
-            self.stop(id).await?;
-        }
-        Ok(())
-    }
-
-    /// Waits until the leader applied its whole log and every live member applied as far.
-    async fn wait_converged(&self) -> anyhow::Result<()> {
-        let leader = self.group(self.wait_ready_leader().await?)?;
-        let idx = leader.wait_log_applied(WAIT).await?;
-        for m in self.members.values() {
-            m.group.wait_applied(idx, WAIT).await?;
-        }
-        Ok(())
-    }
-}
+type Ring = rozone_tests::RaftCluster<ScmLogic>;
 
 /// FNV-1a over every key and value of every SCM column family, in a fixed order.
 fn digest(db: &DB) -> anyhow::Result<u64> {
@@ -190,7 +63,7 @@ fn container(id: u64) -> ContainerInfo {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn new_leader_never_reissues_container_ids_and_members_agree() -> anyhow::Result<()> {
-    let mut ring = Ring::start(3).await?;
+    let mut ring = Ring::start(3, Arc::new(|_| {})).await?;
     let result = scenario(&mut ring).await;
     // Always stop: RocksDB aborts if a database outlives the process.
     ring.stop_all().await?;
@@ -199,7 +72,7 @@ async fn new_leader_never_reissues_container_ids_and_members_agree() -> anyhow::
 
 async fn scenario(ring: &mut Ring) -> anyhow::Result<()> {
     let first_leader = ring.wait_ready_leader().await?;
-    let leader = ring.group(first_leader)?.clone();
+    let leader = ring.member(first_leader)?.group.clone();
     assert_eq!(
         leader
             .write(ScmRequest::SetClusterId {
@@ -234,11 +107,11 @@ async fn scenario(ring: &mut Ring) -> anyhow::Result<()> {
         );
     }
     drop((gen1, leader));
-    ring.stop(first_leader).await?;
+    ring.stop_member(first_leader).await?;
 
     let second_leader = ring.wait_ready_leader().await?;
     assert_ne!(second_leader, first_leader);
-    let leader = ring.group(second_leader)?.clone();
+    let leader = ring.member(second_leader)?.group.clone();
     // A fresh generator knows nothing: its first compare-and-set fails and teaches it the row.
     let gen2 = SequenceIdGenerator::new(leader.clone(), 100);
     let after = allocate(&gen2, 150).await?;

@@ -2,7 +2,8 @@
 //!
 //! A [`Cluster`] runs N members of one Raft group in this process, each with its own data
 //! directory, its own peer gRPC server on 127.0.0.1 and its own channel cache, so traffic
-//! between members is real gRPC over loopback. The state machine is [`KvLogic`], a small
+//! between members is real gRPC over loopback. The state machine is any
+//! `StateMachineLogic` (the SCM's tests use theirs); by default [`KvLogic`], a small
 //! key-value store over two column families.
 
 pub mod kv;
@@ -13,7 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use rozone_raft::{GroupConfig, GroupRegistry, NodeId, NodeInfo, PeerChannels, RaftGroup};
+use rozone_raft::{
+    GroupConfig, GroupRegistry, NodeId, NodeInfo, PeerChannels, RaftGroup, StateMachineLogic,
+};
 use tokio::sync::oneshot;
 
 pub use kv::{KvLogic, KvRequest, KvResponse};
@@ -24,11 +27,11 @@ pub const WAIT: Duration = Duration::from_secs(30);
 pub const GROUP: &str = "test-group";
 
 /// One member: its group, its peer server, its data directory.
-pub struct Member {
+pub struct Member<L: StateMachineLogic = KvLogic> {
     pub id: NodeId,
     pub addr: String,
     pub dir: PathBuf,
-    pub group: Arc<RaftGroup<KvLogic>>,
+    pub group: Arc<RaftGroup<L>>,
     stop_server: Option<oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
@@ -36,10 +39,10 @@ pub struct Member {
 /// Tweaks applied to every member's group config.
 pub type Tune = Arc<dyn Fn(&mut GroupConfig) + Send + Sync>;
 
-/// An in-process Raft group over real gRPC on loopback.
-pub struct Cluster {
+/// An in-process Raft group over real gRPC on loopback, for any state machine.
+pub struct RaftCluster<L: StateMachineLogic> {
     pub root: tempfile::TempDir,
-    pub members: BTreeMap<NodeId, Member>,
+    pub members: BTreeMap<NodeId, Member<L>>,
     /// Addresses stay fixed across restarts: they are in the membership.
     addrs: BTreeMap<NodeId, String>,
     tune: Tune,
@@ -55,7 +58,7 @@ pub fn init_tracing() {
         .try_init();
 }
 
-impl Cluster {
+impl<L: StateMachineLogic + Default> RaftCluster<L> {
     pub fn new(tune: Tune) -> anyhow::Result<Self> {
         Ok(Self {
             root: tempfile::tempdir()?,
@@ -82,7 +85,7 @@ impl Cluster {
         NodeInfo::new(a.clone(), a)
     }
 
-    pub fn member(&self, id: NodeId) -> anyhow::Result<&Member> {
+    pub fn member(&self, id: NodeId) -> anyhow::Result<&Member<L>> {
         self.members
             .get(&id)
             .with_context(|| format!("member {id} is not running"))
@@ -108,7 +111,7 @@ impl Cluster {
         (self.tune)(&mut cfg);
         let registry = GroupRegistry::default();
         let channels = Arc::new(PeerChannels::default());
-        let group = RaftGroup::start(cfg, KvLogic, &registry, channels).await?;
+        let group = RaftGroup::start(cfg, L::default(), &registry, channels).await?;
         let (tx, rx) = oneshot::channel();
         let server = tokio::spawn(async move {
             let _ = rozone_raft::server::serve_peer(listener, registry, async {
@@ -139,7 +142,7 @@ impl Cluster {
         policy: &rozone_raft::DownloadPolicy,
     ) -> Result<(), rozone_raft::download::BootstrapError> {
         let source = self.addrs.get(&from).cloned().unwrap_or_default();
-        let cfs = rozone_raft::StateMachineLogic::column_families(&KvLogic);
+        let cfs = L::default().column_families();
         rozone_raft::download::bootstrap_from_checkpoint(
             &self.root.path().join(format!("n{id}")),
             &cfs,
@@ -198,7 +201,7 @@ impl Cluster {
         }
     }
 
-    pub async fn leader(&self) -> anyhow::Result<&Arc<RaftGroup<KvLogic>>> {
+    pub async fn leader(&self) -> anyhow::Result<&Arc<RaftGroup<L>>> {
         let id = self.wait_ready_leader().await?;
         Ok(&self.member(id)?.group)
     }
@@ -219,14 +222,6 @@ impl Cluster {
         Ok(idx)
     }
 
-    /// The digest of every member's application state, by member id.
-    pub fn digests(&self) -> anyhow::Result<BTreeMap<NodeId, u32>> {
-        self.members
-            .iter()
-            .map(|(id, m)| Ok((*id, kv::digest(&m.group.db())?)))
-            .collect()
-    }
-
     pub fn running(&self) -> BTreeSet<NodeId> {
         self.members.keys().copied().collect()
     }
@@ -240,6 +235,19 @@ impl Cluster {
         Ok(())
     }
 }
+
+impl Cluster {
+    /// The digest of every member's application state, by member id.
+    pub fn digests(&self) -> anyhow::Result<BTreeMap<NodeId, u32>> {
+        self.members
+            .iter()
+            .map(|(id, m)| Ok((*id, kv::digest(&m.group.db())?)))
+            .collect()
+    }
+}
+
+/// The harness with the key-value state machine.
+pub type Cluster = RaftCluster<KvLogic>;
 
 /// Writes `key=value` through the current leader, retrying on a leader change.
 pub async fn put(c: &Cluster, key: &str, value: &str) -> anyhow::Result<()> {
