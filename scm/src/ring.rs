@@ -12,8 +12,11 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::transport::server::Router;
+use tonic::transport::Server;
 use tracing::info;
 
 use crate::config::Config;
@@ -24,6 +27,27 @@ pub const GROUP: &str = "scm";
 
 /// How long `--init` waits for its own ring to elect it.
 const INIT_WAIT: Duration = Duration::from_secs(30);
+
+/// Serves `router` on `listener` until `stop` is cancelled.
+fn spawn_grpc(
+    name: &'static str,
+    router: Router,
+    listener: TcpListener,
+    stop: &CancellationToken,
+) -> JoinHandle<()> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        let r = router
+            .serve_with_incoming_shutdown(
+                rozone_raft::server::nodelay_incoming(listener),
+                async move { stop.cancelled().await },
+            )
+            .await;
+        if let Err(e) = r {
+            tracing::error!(server = name, error = %e, "gRPC server stopped");
+        }
+    })
+}
 
 /// A running SCM ring member.
 pub struct Ring {
@@ -100,55 +124,35 @@ impl Ring {
             .await
             .context("open the SCM Raft group")?;
         let stop = CancellationToken::new();
-        let mut servers = Vec::new();
-        {
-            let (reg, s) = (registry.clone(), stop.clone());
-            servers.push(tokio::spawn(async move {
-                if let Err(e) =
-                    rozone_raft::server::serve_peer(peer_l, reg, async move { s.cancelled().await })
-                        .await
-                {
-                    tracing::error!(error = %e, "peer server stopped");
-                }
-            }));
-        }
-        {
-            let (_, snap) = rozone_raft::server::peer_services(&registry);
-            let s = stop.clone();
-            servers.push(tokio::spawn(async move {
-                let r = tonic::transport::Server::builder()
-                    .add_service(snap)
-                    .serve_with_incoming_shutdown(
-                        rozone_raft::server::nodelay_incoming(cp_l),
-                        async move { s.cancelled().await },
-                    )
-                    .await;
-                if let Err(e) = r {
-                    tracing::error!(error = %e, "checkpoint server stopped");
-                }
-            }));
-        }
-        {
-            let svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(
-                crate::ring_service::RingService {
-                    group: group.clone(),
-                    checkpoint_addr: checkpoint_adv,
-                },
-            );
-            let s = stop.clone();
-            servers.push(tokio::spawn(async move {
-                let r = tonic::transport::Server::builder()
-                    .add_service(svc)
-                    .serve_with_incoming_shutdown(
-                        rozone_raft::server::nodelay_incoming(client_l),
-                        async move { s.cancelled().await },
-                    )
-                    .await;
-                if let Err(e) = r {
-                    tracing::error!(error = %e, "client server stopped");
-                }
-            }));
-        }
+        let (raft, snap) = rozone_raft::server::peer_services(&registry);
+        let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(
+            crate::ring_service::RingService {
+                group: group.clone(),
+                checkpoint_addr: checkpoint_adv,
+            },
+        );
+        let servers = vec![
+            spawn_grpc(
+                "peer",
+                Server::builder()
+                    .add_service(raft)
+                    .add_service(snap.clone()),
+                peer_l,
+                &stop,
+            ),
+            spawn_grpc(
+                "checkpoint",
+                Server::builder().add_service(snap),
+                cp_l,
+                &stop,
+            ),
+            spawn_grpc(
+                "client",
+                Server::builder().add_service(ring_svc),
+                client_l,
+                &stop,
+            ),
+        ];
         let ring = Self {
             group,
             peer_addr,

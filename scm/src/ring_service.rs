@@ -92,20 +92,13 @@ impl ScmRing for RingService {
         let g = &self.group;
         // Everything applied now must be inside the checkpoint the joining SCM gets.
         g.read_barrier().await.map_err(status)?;
-        let applied = g.metrics().last_applied.map(|l| l.index()).unwrap_or(0);
-        g.trigger_snapshot().await.map_err(status)?;
-        let m = g
-            .wait_for(WAIT, "checkpoint built", move |m| {
-                m.snapshot.as_ref().is_some_and(|s| s.index() >= applied)
-            })
-            .await
-            .map_err(status)?;
+        let applied_index = g.snapshot_now(WAIT).await.map_err(status)?;
         let id = g
             .snapshot_id()
             .ok_or_else(|| Status::internal("checkpoint built but not kept"))?;
         Ok(Response::new(PrepareCheckpointReply {
             snapshot_id: id,
-            applied_index: m.snapshot.map(|s| s.index()).unwrap_or(0),
+            applied_index,
             checkpoint_addr: self.checkpoint_addr.clone(),
         }))
     }

@@ -237,6 +237,20 @@ impl<L: StateMachineLogic + Default> RaftCluster<L> {
 }
 
 impl Cluster {
+    /// Converges, builds a snapshot on `leader` and purges its log up to it, so a member
+    /// that needs earlier entries must install the snapshot. Returns the purged index.
+    pub async fn snapshot_and_purge(&self, leader: &RaftGroup<KvLogic>) -> anyhow::Result<u64> {
+        self.wait_converged().await?;
+        let upto = leader.snapshot_now(WAIT).await?;
+        leader.purge_log(upto).await?;
+        leader
+            .wait_for(WAIT, "log purged", move |m| {
+                m.purged.as_ref().is_some_and(|p| p.index() >= upto)
+            })
+            .await?;
+        Ok(upto)
+    }
+
     /// The digest of every member's application state, by member id.
     pub fn digests(&self) -> anyhow::Result<BTreeMap<NodeId, u32>> {
         self.members

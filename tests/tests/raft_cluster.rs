@@ -99,21 +99,7 @@ async fn new_learner_catches_up_from_checkpoint_after_logs_are_purged() {
     let acked = write_many(&c, "p", 300, 8).await;
     let leader_id = c.wait_ready_leader().await.unwrap();
     let leader = c.member(leader_id).unwrap().group.clone();
-    let applied = c.wait_converged().await.unwrap();
-    leader.trigger_snapshot().await.unwrap();
-    leader
-        .wait_for(rozone_tests::WAIT, "snapshot built", move |m| {
-            m.snapshot.as_ref().is_some_and(|s| s.index() >= applied)
-        })
-        .await
-        .unwrap();
-    leader.purge_log(applied).await.unwrap();
-    leader
-        .wait_for(rozone_tests::WAIT, "log purged", move |m| {
-            m.purged.as_ref().is_some_and(|p| p.index() >= applied)
-        })
-        .await
-        .unwrap();
+    c.snapshot_and_purge(&leader).await.unwrap();
 
     c.start_member(4).await.unwrap();
     let info = c.info(4);

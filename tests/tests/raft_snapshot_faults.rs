@@ -26,26 +26,8 @@ async fn cluster_with_purged_leader(keys: usize) -> (Cluster, Arc<RaftGroup<KvLo
         put(&c, &format!("k{i:04}"), "v").await.unwrap();
     }
     let leader = c.leader().await.unwrap().clone();
-    purge_on(&c, &leader).await;
+    c.snapshot_and_purge(&leader).await.unwrap();
     (c, leader)
-}
-
-async fn purge_on(c: &Cluster, leader: &Arc<RaftGroup<KvLogic>>) {
-    let applied = c.wait_converged().await.unwrap();
-    leader.trigger_snapshot().await.unwrap();
-    leader
-        .wait_for(WAIT, "snapshot", move |m| {
-            m.snapshot.as_ref().is_some_and(|s| s.index() >= applied)
-        })
-        .await
-        .unwrap();
-    leader.purge_log(applied).await.unwrap();
-    leader
-        .wait_for(WAIT, "purged", move |m| {
-            m.purged.as_ref().is_some_and(|p| p.index() >= applied)
-        })
-        .await
-        .unwrap();
 }
 
 fn digests_equal(c: &Cluster) -> bool {
@@ -103,7 +85,7 @@ async fn failed_verification_keeps_old_state_and_node_still_accepts_appends() {
         put(&c, &format!("new{i}"), "v").await.unwrap();
     }
     let leader = c.leader().await.unwrap().clone();
-    purge_on(&c, &leader).await;
+    c.snapshot_and_purge(&leader).await.unwrap();
     drop(leader);
 
     fail::cfg("raft-snapshot-verify", "return").unwrap();
@@ -151,11 +133,7 @@ async fn failed_checkpoint_build_is_not_fatal() {
     leader.trigger_snapshot().await.unwrap();
     // The refused build leaves the node running; the next trigger builds.
     put(&c, "b", "2").await.unwrap();
-    leader.trigger_snapshot().await.unwrap();
-    leader
-        .wait_for(WAIT, "snapshot", |m| m.snapshot.is_some())
-        .await
-        .unwrap();
+    leader.snapshot_now(WAIT).await.unwrap();
     put(&c, "c", "3").await.unwrap();
     c.wait_converged().await.unwrap();
     drop(leader);
@@ -202,11 +180,7 @@ async fn join_by_checkpoint_retries_and_carries_rows_the_log_does_not_explain() 
     )
     .unwrap();
     drop(db);
-    leader.trigger_snapshot().await.unwrap();
-    leader
-        .wait_for(WAIT, "snapshot", |m| m.snapshot.is_some())
-        .await
-        .unwrap();
+    leader.snapshot_now(WAIT).await.unwrap();
     assert!(
         leader.metrics().purged.is_none(),
         "the leader's log still starts at 1"
@@ -248,11 +222,7 @@ async fn join_by_checkpoint_gives_up_with_a_clear_error_and_changes_nothing() {
     put(&c, "a", "1").await.unwrap();
     let leader_id = c.wait_ready_leader().await.unwrap();
     let leader = c.member(leader_id).unwrap().group.clone();
-    leader.trigger_snapshot().await.unwrap();
-    leader
-        .wait_for(WAIT, "snapshot", |m| m.snapshot.is_some())
-        .await
-        .unwrap();
+    leader.snapshot_now(WAIT).await.unwrap();
     let before = leader.metrics().membership_config.clone();
 
     fail::cfg("raft-snapshot-transfer", "return").unwrap();

@@ -376,6 +376,19 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         self.raft.trigger().snapshot().await.map_err(fatal)
     }
 
+    /// Builds a snapshot of everything applied so far and waits until it is kept; returns
+    /// the index it covers.
+    pub async fn snapshot_now(&self, timeout: Duration) -> Result<u64, RaftGroupError> {
+        let applied = self.metrics().last_applied.map(|l| l.index()).unwrap_or(0);
+        self.trigger_snapshot().await?;
+        let m = self
+            .wait_for(timeout, "snapshot built", move |m| {
+                m.snapshot.as_ref().is_some_and(|s| s.index() >= applied)
+            })
+            .await?;
+        Ok(m.snapshot.map(|s| s.index()).unwrap_or(applied))
+    }
+
     /// Purges the log up to `upto` (only what a snapshot already covers is purged).
     pub async fn purge_log(&self, upto: u64) -> Result<(), RaftGroupError> {
         self.raft.trigger().purge_log(upto).await.map_err(fatal)
