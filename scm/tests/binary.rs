@@ -2,6 +2,7 @@
 //! accepts its own sample config.
 
 use rozone_telemetry::testkit;
+use rozone_tests::free_port;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rozone-scm");
 
@@ -99,13 +100,6 @@ fn init_creates_the_cluster_and_a_plain_restart_keeps_it() {
         .expect("started");
     d.signal("TERM").expect("sigterm");
     assert!(d.wait_exit(testkit::TIMEOUT).expect("exit").success());
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
 }
 
 struct Node {

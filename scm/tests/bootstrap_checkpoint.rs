@@ -12,15 +12,9 @@ use rozone_config::Peer;
 use rozone_scm::config::Config;
 use rozone_scm::ring::Ring;
 use rozone_scm::state::{self, SequenceIdGenerator, SEQ_CONTAINER_ID};
+use rozone_tests::free_port;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 struct Ports {
     id: u64,
