@@ -1,13 +1,18 @@
-//! Compiles the .proto files with a vendored protoc: no system protoc is needed.
+//! Compiles every `proto/*.proto` with a vendored protoc: no system protoc is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     // SAFETY: build scripts are single-threaded; the variable is read by prost-build below.
     unsafe { std::env::set_var("PROTOC", protoc) };
-    let protos = ["proto/raft.proto", "proto/scm.proto"];
-    for p in protos {
-        println!("cargo:rerun-if-changed={p}");
+    println!("cargo:rerun-if-changed=proto");
+    let mut protos: Vec<std::path::PathBuf> = std::fs::read_dir("proto")?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "proto"))
+        .collect();
+    protos.sort();
+    for p in &protos {
+        println!("cargo:rerun-if-changed={}", p.display());
     }
-    tonic_prost_build::configure().compile_protos(&protos, &["proto"])?;
+    tonic_prost_build::configure().compile_protos(&protos, &[std::path::PathBuf::from("proto")])?;
     Ok(())
 }

@@ -41,7 +41,8 @@ stage() {
 }
 
 have_libclang() {
-    compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null ||
+    # libclang.so itself: libclang-cpp (installed by other packages) does not serve bindgen.
+    compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
         dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q 'install ok installed'
 }
 

@@ -9,7 +9,32 @@ pub mod raft {
     tonic::include_proto!("rozone.raft.v1");
 }
 
-/// SCM ring management (ring info, checkpoint preparation, adding a member).
+/// SCM ring management, block allocation, the datanode protocol and SCM admin.
 pub mod scm {
     tonic::include_proto!("rozone.scm.v1");
+}
+
+/// OM namespace and key operations, OM admin and OM ring joining.
+pub use packages::rozone::om::v1 as om;
+
+/// Package paths as prost names them in cross-package references: `om.proto` imports
+/// `scm.proto`, so its generated code says `super::super::scm::v1::BlockId`.
+mod packages {
+    pub mod rozone {
+        pub mod om {
+            pub mod v1 {
+                tonic::include_proto!("rozone.om.v1");
+            }
+        }
+        pub mod scm {
+            pub mod v1 {
+                pub use crate::scm::*;
+            }
+        }
+    }
+}
+
+/// Datanode container and chunk I/O, and container replication.
+pub mod datanode {
+    tonic::include_proto!("rozone.datanode.v1");
 }
