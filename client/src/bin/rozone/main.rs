@@ -1,0 +1,2 @@
+//! `rozone`: the command-line tool (being built).
+fn main() {}

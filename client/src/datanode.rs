@@ -1,0 +1,256 @@
+//! The typed datanode client: chunk writes, block commits and the data stream to a
+//! pipeline's leader, and verified reads from any replica. One lazily connected channel per
+//! datanode address, shared by every call.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rozone_proto::datanode as pb;
+use rozone_proto::datanode::container_client::ContainerClient;
+use tonic::transport::Channel;
+use tonic::Status;
+
+use crate::checksum;
+use crate::error::{ClientError, Result};
+use crate::failover::lazy_channel;
+use crate::types::BlockId;
+
+/// Metadata key of the datanode's result code on a refusal.
+pub const RESULT: &str = "x-rozone-result";
+
+/// The datanode's result code on a refusal (`CONTAINER_NOT_FOUND`, ...), if any.
+pub fn result_code(s: &Status) -> Option<&str> {
+    s.metadata().get(RESULT).and_then(|v| v.to_str().ok())
+}
+
+/// Largest message the client sends or accepts: a data piece plus its envelope.
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// Clients of every datanode this process talked to.
+pub struct Datanodes {
+    channels: Mutex<HashMap<String, Channel>>,
+    connect_timeout: Duration,
+}
+
+impl Default for Datanodes {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(3))
+    }
+}
+
+impl Datanodes {
+    pub fn new(connect_timeout: Duration) -> Self {
+        Self {
+            channels: Mutex::new(HashMap::new()),
+            connect_timeout,
+        }
+    }
+
+    /// The container service of the datanode at `addr`.
+    pub fn client(&self, addr: &str) -> Result<ContainerClient<Channel>> {
+        let mut map = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let ch = match map.get(addr) {
+            Some(ch) => ch.clone(),
+            None => {
+                let ch = lazy_channel(addr, self.connect_timeout)?;
+                map.insert(addr.to_string(), ch.clone());
+                ch
+            }
+        };
+        Ok(ContainerClient::new(ch)
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE))
+    }
+
+    /// WriteChunk of `data` at `offset` in a block, then nothing else: the caller commits the
+    /// chunk list with [`Datanodes::put_block`].
+    pub async fn write_chunk(
+        &self,
+        addr: &str,
+        pipeline_id: u64,
+        block: BlockId,
+        offset: u64,
+        data: Bytes,
+    ) -> std::result::Result<pb::ChunkInfo, Status> {
+        let chunk = pb::ChunkInfo {
+            offset,
+            len: data.len() as u64,
+            checksum: Some(checksum::compute(&data, checksum::BYTES_PER_CHECKSUM)),
+        };
+        let mut c = self
+            .client(addr)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        c.write_chunk(pb::WriteChunkRequest {
+            pipeline_id,
+            block_id: Some(block.into()),
+            chunk: Some(chunk.clone()),
+            data: data.to_vec(),
+        })
+        .await?;
+        Ok(chunk)
+    }
+
+    /// Commits a block made of `chunks`.
+    pub async fn put_block(
+        &self,
+        addr: &str,
+        pipeline_id: u64,
+        block: BlockId,
+        chunks: Vec<pb::ChunkInfo>,
+    ) -> std::result::Result<u64, Status> {
+        let length = chunks.iter().map(|c| c.len).sum();
+        let mut c = self
+            .client(addr)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let r = c
+            .put_block(pb::PutBlockRequest {
+                pipeline_id,
+                block: Some(pb::BlockData {
+                    block_id: Some(block.into()),
+                    chunks,
+                    length,
+                    bcsid: 0,
+                }),
+            })
+            .await?;
+        Ok(r.into_inner().committed_length)
+    }
+
+    /// Streams a whole block in `piece`-sized messages and commits it in the same log entry.
+    pub async fn stream_block(
+        &self,
+        addr: &str,
+        pipeline_id: u64,
+        block: BlockId,
+        data: Bytes,
+        piece: usize,
+    ) -> std::result::Result<u64, Status> {
+        let sum = checksum::compute(&data, checksum::BYTES_PER_CHECKSUM);
+        let len = data.len() as u64;
+        let mut msgs = Vec::with_capacity(data.len() / piece.max(1) + 2);
+        msgs.push(pb::StreamBlockRequest {
+            msg: Some(pb::stream_block_request::Msg::Header(pb::StreamHeader {
+                pipeline_id,
+                block_id: Some(block.into()),
+                checksum_type: pb::ChecksumType::Crc32 as i32,
+                bytes_per_checksum: checksum::BYTES_PER_CHECKSUM,
+                put_block: true,
+            })),
+        });
+        let mut off = 0;
+        while off < data.len() {
+            let end = (off + piece.max(1)).min(data.len());
+            msgs.push(pb::StreamBlockRequest {
+                msg: Some(pb::stream_block_request::Msg::Data(data[off..end].to_vec())),
+            });
+            off = end;
+        }
+        msgs.push(pb::StreamBlockRequest {
+            msg: Some(pb::stream_block_request::Msg::End(pb::StreamEnd {
+                checksum: Some(sum),
+                length: len,
+            })),
+        });
+        let mut c = self
+            .client(addr)
+            .map_err(|e| Status::invalid_argument(e.to_string()))?;
+        let r = c.stream_block(tokio_stream::iter(msgs)).await?.into_inner();
+        Ok(r.block.map(|b| b.length).unwrap_or(len))
+    }
+
+    /// Reads `[offset, offset + len)` of a committed block from the replica at `addr`,
+    /// verifying every byte against the stored checksums.
+    pub async fn read_range(
+        &self,
+        addr: &str,
+        block: BlockId,
+        offset: u64,
+        len: u64,
+    ) -> Result<Bytes> {
+        let mut c = self.client(addr)?;
+        let r = c
+            .read_chunk(pb::ReadChunkRequest {
+                block_id: Some(block.into()),
+                offset,
+                len,
+            })
+            .await
+            .map_err(|s| ClientError::status("datanode", s))?
+            .into_inner();
+        assemble(block, offset, len, r.segments)
+    }
+}
+
+/// Verifies each segment and copies out `[offset, offset + len)`; every byte must be covered.
+pub fn assemble(
+    block: BlockId,
+    offset: u64,
+    len: u64,
+    mut segments: Vec<pb::ReadSegment>,
+) -> Result<Bytes> {
+    segments.sort_by_key(|s| s.offset);
+    let end = offset + len;
+    if segments.len() == 1 && segments[0].offset == offset && segments[0].data.len() as u64 == len {
+        let s = segments.pop().unwrap_or_default();
+        checksum::verify(&s.data, s.checksum.as_ref())
+            .map_err(|e| ClientError::Data(format!("block {block} at {}: {e}", s.offset)))?;
+        return Ok(Bytes::from(s.data));
+    }
+    let mut out = Vec::with_capacity(len as usize);
+    let mut next = offset;
+    for s in &segments {
+        checksum::verify(&s.data, s.checksum.as_ref())
+            .map_err(|e| ClientError::Data(format!("block {block} at {}: {e}", s.offset)))?;
+        let s_end = s.offset + s.data.len() as u64;
+        if s.offset > next || s_end <= next {
+            continue;
+        }
+        let from = (next - s.offset) as usize;
+        let to = (s_end.min(end) - s.offset) as usize;
+        out.extend_from_slice(&s.data[from..to]);
+        next = s_end.min(end);
+        if next == end {
+            break;
+        }
+    }
+    if next != end {
+        return Err(ClientError::Data(format!(
+            "block {block}: replica returned bytes up to {next}, asked up to {end}"
+        )));
+    }
+    Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(offset: u64, data: &[u8]) -> pb::ReadSegment {
+        pb::ReadSegment {
+            offset,
+            data: data.to_vec(),
+            checksum: Some(checksum::compute(data, 4)),
+        }
+    }
+
+    #[test]
+    fn assembles_widened_segments_and_rejects_gaps_and_corruption() {
+        let b = BlockId {
+            container_id: 1,
+            local_id: 2,
+        };
+        let data: Vec<u8> = (0..32u8).collect();
+        // Asked for [6, 20): segments widened to windows [4, 12) and [12, 24).
+        let got = assemble(b, 6, 14, vec![seg(12, &data[12..24]), seg(4, &data[4..12])]).unwrap();
+        assert_eq!(&got[..], &data[6..20]);
+        assert!(assemble(b, 6, 14, vec![seg(4, &data[4..12])]).is_err());
+        let mut bad = seg(4, &data[4..12]);
+        let mut v = bad.data.to_vec();
+        v[0] ^= 0xff;
+        bad.data = v;
+        let err = assemble(b, 6, 2, vec![bad]).unwrap_err().to_string();
+        assert!(err.contains("checksum mismatch"), "{err}");
+    }
+}

@@ -1,0 +1,310 @@
+//! Calls to a replicated ring (SCM or OM) that find the leader and survive its change.
+//!
+//! A [`Ring`] holds one lazily connected channel per member address. A call goes to the
+//! member believed to lead; on a retryable refusal ([`crate::error::is_retryable`]) it
+//! moves on: to the leader the refusal names (`x-rozone-leader`, added to the list when it
+//! is an address the caller did not know), else to the next member; it pauses with a
+//! bounded exponential backoff once every member has been tried in a round and for
+//! `leader-not-ready`. Each attempt has a timeout and the whole call a deadline, after
+//! which it fails with [`ClientError::Unavailable`] naming the last error.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Response, Status};
+
+use crate::error::{is_retryable, ClientError, Result};
+
+/// How hard a call tries before it gives up.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// The whole call, every retry included.
+    pub deadline: Duration,
+    /// One attempt on one member.
+    pub attempt_timeout: Duration,
+    /// Establishing a TCP + HTTP/2 connection to a member.
+    pub connect_timeout: Duration,
+    /// First pause after a full round of refusals.
+    pub backoff_initial: Duration,
+    /// Longest pause.
+    pub backoff_max: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_secs(30),
+            attempt_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+            backoff_initial: Duration::from_millis(20),
+            backoff_max: Duration::from_millis(500),
+        }
+    }
+}
+
+/// `host:port` or `http://host:port` as an endpoint URI.
+pub fn endpoint_uri(addr: &str) -> Result<String> {
+    let a = addr.trim();
+    let hostport = a.strip_prefix("http://").unwrap_or(a);
+    let ok = hostport
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
+    if !ok {
+        return Err(ClientError::Invalid(format!(
+            "bad address {addr:?}: want host:port"
+        )));
+    }
+    Ok(format!("http://{hostport}"))
+}
+
+/// A lazily connected channel to `addr`: nothing is dialled until the first call, and a
+/// broken connection is re-dialled by the next one.
+pub fn lazy_channel(addr: &str, connect_timeout: Duration) -> Result<Channel> {
+    let ep = Endpoint::from_shared(endpoint_uri(addr)?)
+        .map_err(|e| ClientError::Invalid(format!("bad address {addr:?}: {e}")))?
+        .connect_timeout(connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .initial_stream_window_size(Some(8 << 20))
+        .initial_connection_window_size(Some(32 << 20));
+    Ok(ep.connect_lazy())
+}
+
+struct Member {
+    addr: String,
+    channel: Channel,
+}
+
+struct Inner {
+    service: String,
+    members: RwLock<Vec<Member>>,
+    /// Index of the member believed to lead; `usize::MAX` when unknown.
+    leader: AtomicUsize,
+    /// Start of the next `call_any` round, so reads spread over members.
+    rotate: AtomicUsize,
+    policy: RetryPolicy,
+}
+
+/// The members of one replicated ring, and the client-side knowledge of who leads.
+#[derive(Clone)]
+pub struct Ring {
+    inner: Arc<Inner>,
+}
+
+/// Whom a call goes to first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// The leader (as far as known), then whoever the refusals name.
+    Leader,
+    /// Any member, rotating; a refusal's hint is still followed.
+    Any,
+}
+
+impl Ring {
+    /// A ring of `addrs` (`host:port` each) serving `service` ("OM", "SCM").
+    pub fn new(service: &str, addrs: &[String], policy: RetryPolicy) -> Result<Self> {
+        if addrs.is_empty() {
+            return Err(ClientError::Invalid(format!("no {service} address given")));
+        }
+        let mut members = Vec::new();
+        for a in addrs {
+            let addr = a.trim().trim_start_matches("http://").to_string();
+            if members.iter().any(|m: &Member| m.addr == addr) {
+                continue;
+            }
+            let channel = lazy_channel(&addr, policy.connect_timeout)?;
+            members.push(Member { addr, channel });
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                service: service.to_string(),
+                members: RwLock::new(members),
+                leader: AtomicUsize::new(usize::MAX),
+                rotate: AtomicUsize::new(0),
+                policy,
+            }),
+        })
+    }
+
+    /// The service name this ring was created with.
+    pub fn service(&self) -> &str {
+        &self.inner.service
+    }
+
+    /// The policy calls use.
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.inner.policy
+    }
+
+    /// Every member address known: the configured ones, then any learned from hints.
+    pub fn addrs(&self) -> Vec<String> {
+        self.read_members().iter().map(|m| m.addr.clone()).collect()
+    }
+
+    /// The address of the member believed to lead, if any call has found it.
+    pub fn leader_addr(&self) -> Option<String> {
+        let i = self.inner.leader.load(Ordering::Relaxed);
+        self.read_members().get(i).map(|m| m.addr.clone())
+    }
+
+    fn read_members(&self) -> std::sync::RwLockReadGuard<'_, Vec<Member>> {
+        self.inner.members.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn channel(&self, i: usize) -> Option<(String, Channel)> {
+        self.read_members()
+            .get(i)
+            .map(|m| (m.addr.clone(), m.channel.clone()))
+    }
+
+    fn len(&self) -> usize {
+        self.read_members().len()
+    }
+
+    /// Index of `addr`, adding it (a leader we were told about) when new.
+    fn index_of(&self, addr: &str) -> Option<usize> {
+        let addr = addr.trim_start_matches("http://");
+        if let Some(i) = self.read_members().iter().position(|m| m.addr == addr) {
+            return Some(i);
+        }
+        let channel = lazy_channel(addr, self.inner.policy.connect_timeout).ok()?;
+        let mut members = self
+            .inner
+            .members
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = members.iter().position(|m| m.addr == addr) {
+            return Some(i);
+        }
+        members.push(Member {
+            addr: addr.to_string(),
+            channel,
+        });
+        Some(members.len() - 1)
+    }
+
+    /// A channel to the member at `addr` (known or not), for calls that must reach one
+    /// particular member (e.g. asking each for its role).
+    pub fn channel_to(&self, addr: &str) -> Result<Channel> {
+        match self.index_of(addr).and_then(|i| self.channel(i)) {
+            Some((_, ch)) => Ok(ch),
+            None => Err(ClientError::Invalid(format!("bad address {addr:?}"))),
+        }
+    }
+
+    /// Calls the leader: `f` gets a channel and makes one attempt of the RPC.
+    pub async fn call<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
+    where
+        F: FnMut(Channel) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<T>, Status>>,
+    {
+        self.run(what, Target::Leader, f).await
+    }
+
+    /// Calls any member (reads a follower may serve), starting at the next in rotation.
+    pub async fn call_any<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
+    where
+        F: FnMut(Channel) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<T>, Status>>,
+    {
+        self.run(what, Target::Any, f).await
+    }
+
+    async fn run<T, F, Fut>(&self, what: &str, target: Target, mut f: F) -> Result<T>
+    where
+        F: FnMut(Channel) -> Fut,
+        Fut: Future<Output = std::result::Result<Response<T>, Status>>,
+    {
+        let policy = &self.inner.policy;
+        let started = Instant::now();
+        let deadline = started + policy.deadline;
+        let mut idx = match target {
+            Target::Leader => match self.inner.leader.load(Ordering::Relaxed) {
+                i if i < self.len() => i,
+                _ => 0,
+            },
+            Target::Any => self.inner.rotate.fetch_add(1, Ordering::Relaxed) % self.len(),
+        };
+        // Members tried since the last pause: a full round of refusals means "pause".
+        let mut tried_in_round = 0usize;
+        let mut backoff = policy.backoff_initial;
+        let mut last_err;
+        loop {
+            let Some((addr, channel)) = self.channel(idx) else {
+                idx = 0;
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            let attempt = tokio::time::timeout(policy.attempt_timeout.min(left), f(channel)).await;
+            let status = match attempt {
+                Ok(Ok(reply)) => {
+                    if target == Target::Leader {
+                        self.inner.leader.store(idx, Ordering::Relaxed);
+                    }
+                    return Ok(reply.into_inner());
+                }
+                Ok(Err(s)) => s,
+                Err(_) => Status::deadline_exceeded(format!(
+                    "no answer within {:?}",
+                    policy.attempt_timeout.min(left)
+                )),
+            };
+            if !is_retryable(&status) {
+                if target == Target::Leader {
+                    // A definite answer comes from a member able to decide: keep it.
+                    self.inner.leader.store(idx, Ordering::Relaxed);
+                }
+                return Err(ClientError::status(&self.inner.service, status));
+            }
+            tracing::debug!(service = %self.inner.service, what, member = %addr, code = ?status.code(), message = status.message(), "retrying");
+            last_err = format!("{addr}: {}", status.message());
+            let reason = rozone_rpc::retry_reason(&status);
+            let hinted = rozone_rpc::leader_hint(&status).and_then(|h| self.index_of(&h));
+            tried_in_round += 1;
+            let mut pause = false;
+            match (reason, hinted) {
+                (_, Some(h)) if h != idx => {
+                    // Follow the hint at once: the leader is usually right there.
+                    idx = h;
+                    self.inner.leader.store(h, Ordering::Relaxed);
+                }
+                (Some(rozone_rpc::REASON_LEADER_NOT_READY), _) => {
+                    // It leads but is catching up: wait for it rather than ask followers.
+                    pause = true;
+                }
+                _ => {
+                    if self.inner.leader.load(Ordering::Relaxed) == idx {
+                        self.inner.leader.store(usize::MAX, Ordering::Relaxed);
+                    }
+                    idx = (idx + 1) % self.len();
+                }
+            }
+            if tried_in_round >= self.len() {
+                pause = true;
+            }
+            if pause {
+                tried_in_round = 0;
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                tokio::time::sleep(backoff.min(left)).await;
+                backoff = (backoff * 2).min(policy.backoff_max);
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        Err(ClientError::Unavailable {
+            service: self.inner.service.clone(),
+            detail: format!(
+                "{what}: gave up after {:.1?}; last error: {last_err}",
+                started.elapsed()
+            ),
+        })
+    }
+}
