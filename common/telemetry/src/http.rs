@@ -43,7 +43,8 @@ async fn metrics(State(s): State<Source>) -> impl IntoResponse {
 }
 
 /// Binds `addr` and serves the endpoint until `shutdown` is cancelled. Returns the bound
-/// address (port 0 picks one) and the server task.
+/// address (port 0 picks one) and the server task. Under systemd (`NOTIFY_SOCKET` set) it
+/// also tells systemd `READY=1` once `source` is first ready (see [`crate::notify`]).
 pub async fn serve_http(
     addr: SocketAddr,
     source: Source,
@@ -51,6 +52,14 @@ pub async fn serve_http(
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
+    // Started by systemd with Type=notify: report readiness from the same source as /ready.
+    if let Some(socket) = crate::notify::socket_from_env() {
+        tokio::spawn(crate::notify::watch_readiness(
+            socket,
+            source.clone(),
+            shutdown.clone(),
+        ));
+    }
     let app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))

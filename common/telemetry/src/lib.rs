@@ -1,6 +1,6 @@
 //! rozone-telemetry: everything around a daemon's service code — logging,
 //! the panic policy, shutdown signals, and the one `main` skeleton the three
-//! binaries share ([`daemon_main`]).
+//! binaries share ([`daemon_main`]), and systemd readiness notification ([`notify`]).
 //!
 //! Depends on rozone-config for the config a `main` loads, and on tokio for
 //! signals and the runtime, axum for the HTTP endpoint; never on RocksDB, openraft or tonic.
@@ -8,6 +8,7 @@
 mod daemon;
 pub mod http;
 mod logging;
+pub mod notify;
 mod signal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
