@@ -70,14 +70,14 @@ impl KeyReader<'_> {
             let mut off = 0;
             while off < b.length {
                 let len = self.opts.range.min(b.length - off);
-                ranges.push((i, b, off, len));
+                ranges.push((i, off, len));
                 off += len;
             }
         }
         let mut crc = crc32fast::Hasher::new();
         let mut done = 0u64;
         let mut s = futures::stream::iter(ranges)
-            .map(|(i, b, off, len)| self.read_range(i, b, off, len))
+            .map(|(i, off, len)| self.read_range(i, &k.blocks[i], off, len))
             .buffered(self.opts.read_ahead.max(1));
         while let Some(bytes) = s.try_next().await? {
             crc.update(&bytes);

@@ -1,0 +1,247 @@
+//! The on-disk layout of a local cluster under DIR: `cluster.json` (every daemon's ports,
+//! fixed at the first start so restarts find each other), one directory per daemon with
+//! its `config.toml`, `data/` and `stderr.log`, `pids.json` while it runs, and the
+//! `client.toml` the CLI uses.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+
+/// Which daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Scm,
+    Om,
+    Datanode,
+}
+
+impl Kind {
+    pub fn binary(self) -> &'static str {
+        match self {
+            Kind::Scm => "rozone-scm",
+            Kind::Om => "rozone-om",
+            Kind::Datanode => "rozone-datanode",
+        }
+    }
+    fn prefix(self) -> &'static str {
+        match self {
+            Kind::Scm => "scm",
+            Kind::Om => "om",
+            Kind::Datanode => "dn",
+        }
+    }
+}
+
+/// One daemon of the cluster and its ports on 127.0.0.1.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Node {
+    pub kind: Kind,
+    pub id: u64,
+    /// SCM/OM client port; datanode container port.
+    pub client: u16,
+    /// SCM/OM Raft port; datanode pipeline Raft port.
+    pub peer: u16,
+    /// SCM checkpoint port; datanode replication port; unused (0) for OM.
+    pub extra: u16,
+    pub http: u16,
+}
+
+impl Node {
+    pub fn name(&self) -> String {
+        format!("{}{}", self.kind.prefix(), self.id)
+    }
+    pub fn client_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.client)
+    }
+    pub fn peer_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.peer)
+    }
+}
+
+/// The whole cluster, as `cluster.json` records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Layout {
+    pub nodes: Vec<Node>,
+}
+
+impl Layout {
+    /// A new layout with free ports for every daemon.
+    pub fn fresh(scms: u64, oms: u64, datanodes: u64) -> anyhow::Result<Self> {
+        // Hold every listener until all ports are chosen, so none is handed out twice.
+        let mut held = Vec::new();
+        let mut port = || -> anyhow::Result<u16> {
+            let l = TcpListener::bind("127.0.0.1:0").context("find a free port")?;
+            let p = l.local_addr()?.port();
+            held.push(l);
+            Ok(p)
+        };
+        let mut nodes = Vec::new();
+        for (kind, n) in [
+            (Kind::Scm, scms),
+            (Kind::Om, oms),
+            (Kind::Datanode, datanodes),
+        ] {
+            for id in 1..=n {
+                let extra = if kind == Kind::Om { 0 } else { port()? };
+                nodes.push(Node {
+                    kind,
+                    id,
+                    client: port()?,
+                    peer: port()?,
+                    extra,
+                    http: port()?,
+                });
+            }
+        }
+        Ok(Self { nodes })
+    }
+
+    pub fn of(&self, kind: Kind) -> Vec<&Node> {
+        self.nodes.iter().filter(|n| n.kind == kind).collect()
+    }
+
+    pub fn load(dir: &Path) -> anyhow::Result<Option<Self>> {
+        let p = dir.join("cluster.json");
+        if !p.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?;
+        let l: Layout =
+            serde_json::from_str(&text).with_context(|| format!("parse {}", p.display()))?;
+        Ok(Some(l))
+    }
+
+    pub fn save(&self, dir: &Path) -> anyhow::Result<()> {
+        write_atomic(
+            &dir.join("cluster.json"),
+            &serde_json::to_string_pretty(self)?,
+        )
+    }
+}
+
+/// Writes via a temporary file and rename, so a crash never leaves half a file.
+pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("write {}", path.display()))?;
+    Ok(())
+}
+
+/// Raft timing for a loopback cluster: quicker elections than the defaults (tuned for
+/// real networks), still well above a busy 2-core machine's scheduling hiccups.
+const RAFT: &str = "[raft]\nelection_timeout_min = \"600ms\"\nelection_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
+
+fn peers(nodes: &[&Node]) -> String {
+    nodes
+        .iter()
+        .map(|n| {
+            format!(
+                "[[peers]]\nid = {}\npeer_addr = \"{}\"\nclient_addr = \"{}\"\n",
+                n.id,
+                n.peer_addr(),
+                n.client_addr()
+            )
+        })
+        .collect()
+}
+
+fn toml_list(v: &[String]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The TOML config of `node`. `extra_om` holds optional `[om]` lines the OM binary knows.
+pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra_om: &str) -> String {
+    let data = node_dir.join("data");
+    let head = format!(
+        "[node]\nid = {}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{}\"\n{RAFT}",
+        node.id,
+        data.display().to_string(),
+        node.http
+    );
+    let scm_addrs: Vec<String> = layout
+        .of(Kind::Scm)
+        .iter()
+        .map(|n| n.client_addr())
+        .collect();
+    match node.kind {
+        Kind::Scm => format!(
+            "{head}[scm]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n{}",
+            node.client_addr(),
+            node.peer_addr(),
+            node.extra,
+            peers(&layout.of(Kind::Scm))
+        ),
+        Kind::Om => format!(
+            "{head}[om]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\nscm_addrs = {}\n{extra_om}{}",
+            node.client_addr(),
+            node.peer_addr(),
+            toml_list(&scm_addrs),
+            peers(&layout.of(Kind::Om))
+        ),
+        Kind::Datanode => format!(
+            "{head}[datanode]\ncontainer_addr = \"{}\"\nraft_addr = \"{}\"\nreplication_addr = \"127.0.0.1:{}\"\nscm_addrs = {}\n",
+            node.client_addr(),
+            node.peer_addr(),
+            node.extra,
+            toml_list(&scm_addrs)
+        ),
+    }
+}
+
+/// A running daemon as `pids.json` records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PidEntry {
+    pub name: String,
+    pub pid: u32,
+}
+
+pub fn pids_path(dir: &Path) -> PathBuf {
+    dir.join("pids.json")
+}
+
+pub fn load_pids(dir: &Path) -> anyhow::Result<Vec<PidEntry>> {
+    let p = pids_path(dir);
+    if !p.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(&p).with_context(|| format!("read {}", p.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parse {}", p.display()))
+}
+
+/// Whether `pid` is a live rozone daemon (not a recycled pid of something else).
+pub fn alive(pid: u32) -> bool {
+    let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // A zombie (state Z) has exited; only its parent has not collected it yet.
+    let zombie = stat
+        .rsplit_once(')')
+        .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+    !zombie && String::from_utf8_lossy(&cmd).contains("rozone-")
+}
+
+/// The running daemons of a cluster in `dir`, if any.
+pub fn running(dir: &Path) -> anyhow::Result<Vec<PidEntry>> {
+    Ok(load_pids(dir)?
+        .into_iter()
+        .filter(|p| alive(p.pid))
+        .collect())
+}
+
+/// Refuses a directory that holds something other than a rozone dev cluster.
+pub fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    Ok(())
+}

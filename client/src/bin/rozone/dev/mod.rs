@@ -1,0 +1,371 @@
+//! `rozone dev up|down`: a local HA cluster of the real daemon binaries on 127.0.0.1, data
+//! under one directory. The first start initialises the rings (first SCM `--init`, the
+//! others `--bootstrap`, one at a time; the same for OMs), later starts reopen them from
+//! their data. `up` returns (or, with `--detach`, exits) once the cluster can serve: every
+//! daemon `/ready`, ready SCM and OM leaders, an open pipeline, safe mode left.
+
+mod layout;
+mod procs;
+mod ready;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Subcommand;
+use rozone_client::ClientConfig;
+
+use layout::{daemon_config, running, write_atomic, Kind, Layout, PidEntry};
+
+#[derive(Debug, Subcommand)]
+pub enum DevCommand {
+    /// Start a local cluster (initialising it on first start).
+    Up {
+        /// Where data, configs and logs live.
+        #[arg(long, default_value = "rozone-dev")]
+        dir: PathBuf,
+        /// SCMs (first start only; default 3).
+        #[arg(long)]
+        scms: Option<u64>,
+        /// OMs (first start only; default 3).
+        #[arg(long)]
+        oms: Option<u64>,
+        /// Datanodes (first start only; default 3).
+        #[arg(long)]
+        datanodes: Option<u64>,
+        /// Leave the cluster running and exit once it is ready (stop: rozone dev down).
+        #[arg(long)]
+        detach: bool,
+        /// Where rozone-scm, rozone-om and rozone-datanode are (default: next to rozone, then PATH).
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+        /// Give up waiting for readiness after this long.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        ready_timeout: Duration,
+    },
+    /// Stop a cluster started with --detach.
+    Down {
+        #[arg(long, default_value = "rozone-dev")]
+        dir: PathBuf,
+    },
+}
+
+/// How long daemons get to stop after SIGTERM before SIGKILL.
+const GRACE: Duration = Duration::from_secs(30);
+
+pub async fn run(as_json: bool, cmd: DevCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        DevCommand::Up {
+            dir,
+            scms,
+            oms,
+            datanodes,
+            detach,
+            bin_dir,
+            ready_timeout,
+        } => {
+            let dir = absolute(&dir)?;
+            let mut up = Up {
+                dir,
+                children: Vec::new(),
+                pids: Vec::new(),
+            };
+            match up
+                .start(
+                    scms,
+                    oms,
+                    datanodes,
+                    bin_dir.as_deref(),
+                    ready_timeout,
+                    as_json,
+                    detach,
+                )
+                .await
+            {
+                Ok(()) if detach => Ok(ExitCode::SUCCESS),
+                Ok(()) => up.serve().await,
+                Err(e) => {
+                    up.stop().await;
+                    Err(e)
+                }
+            }
+        }
+        DevCommand::Down { dir } => down(&absolute(&dir)?, as_json).await,
+    }
+}
+
+fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
+    layout::check_dir(dir)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
+    dir.canonicalize()
+        .with_context(|| format!("resolve {}", dir.display()))
+}
+
+struct Up {
+    dir: PathBuf,
+    children: Vec<(String, Child)>,
+    pids: Vec<PidEntry>,
+}
+
+impl Up {
+    fn record(&mut self, name: String, child: Child) -> anyhow::Result<()> {
+        self.pids.push(PidEntry {
+            name: name.clone(),
+            pid: child.id(),
+        });
+        self.children.push((name, child));
+        write_atomic(
+            &layout::pids_path(&self.dir),
+            &serde_json::to_string_pretty(&self.pids)?,
+        )
+    }
+
+    fn reap(&mut self) {
+        for (_, c) in &mut self.children {
+            let _ = c.try_wait();
+        }
+    }
+
+    async fn stop(&mut self) {
+        let pids: Vec<(String, u32)> = self.pids.iter().map(|p| (p.name.clone(), p.pid)).collect();
+        let mut children = std::mem::take(&mut self.children);
+        let killed = procs::stop_all(&pids, GRACE, &mut || {
+            for (_, c) in &mut children {
+                let _ = c.try_wait();
+            }
+        })
+        .await;
+        for (name, mut c) in children {
+            if let Err(e) = c.wait() {
+                eprintln!("rozone dev: wait for {name}: {e}");
+            }
+        }
+        if !killed.is_empty() {
+            eprintln!(
+                "rozone dev: killed {} after {GRACE:?} without a clean stop",
+                killed.join(", ")
+            );
+        }
+        let _ = std::fs::remove_file(layout::pids_path(&self.dir));
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start(
+        &mut self,
+        scms: Option<u64>,
+        oms: Option<u64>,
+        dns: Option<u64>,
+        bin_dir: Option<&Path>,
+        timeout: Duration,
+        as_json: bool,
+        detach: bool,
+    ) -> anyhow::Result<()> {
+        let started = Instant::now();
+        let dir = self.dir.clone();
+        let live = running(&dir)?;
+        if !live.is_empty() {
+            bail!(
+                "a cluster is already running in {} ({} daemons); stop it with: rozone dev down --dir {}",
+                dir.display(),
+                live.len(),
+                dir.display()
+            );
+        }
+        let existing = Layout::load(&dir)?;
+        let fresh = existing.is_none();
+        let layout = match existing {
+            Some(l) => {
+                for (kind, want) in [(Kind::Scm, scms), (Kind::Om, oms), (Kind::Datanode, dns)] {
+                    if let Some(w) = want.filter(|w| *w != l.of(kind).len() as u64) {
+                        bail!(
+                            "{} holds a cluster with {} {}s, not {w}: use another --dir for a different size",
+                            dir.display(),
+                            l.of(kind).len(),
+                            kind.binary()
+                        );
+                    }
+                }
+                l
+            }
+            None => {
+                let (s, o, d) = (scms.unwrap_or(3), oms.unwrap_or(3), dns.unwrap_or(3));
+                if s == 0 || o == 0 || d == 0 {
+                    bail!("a cluster needs at least one SCM, one OM and one datanode");
+                }
+                Layout::fresh(s, o, d)?
+            }
+        };
+        let bins = [Kind::Scm, Kind::Om, Kind::Datanode]
+            .into_iter()
+            .map(|k| procs::find_binary(k, bin_dir).map(|b| (k, b)))
+            .collect::<anyhow::Result<std::collections::HashMap<_, _>>>()?;
+        let extra_om = optional_om_keys(&bins[&Kind::Om]);
+        for n in &layout.nodes {
+            let nd = dir.join(n.name());
+            std::fs::create_dir_all(&nd).with_context(|| format!("create {}", nd.display()))?;
+            write_atomic(
+                &nd.join("config.toml"),
+                &daemon_config(&layout, n, &nd, &extra_om),
+            )?;
+        }
+        if fresh {
+            layout.save(&dir)?;
+        }
+        let client = ClientConfig {
+            om_addrs: layout
+                .of(Kind::Om)
+                .iter()
+                .map(|n| n.client_addr())
+                .collect(),
+            scm_addrs: layout
+                .of(Kind::Scm)
+                .iter()
+                .map(|n| n.client_addr())
+                .collect(),
+            ..ClientConfig::default()
+        };
+        let deadline = Instant::now() + timeout;
+        let w = ready::Waiter::new(&client, deadline)?;
+        if fresh {
+            // Rings grow one member at a time: each joins a ring that has a ready leader.
+            for kind in [Kind::Scm, Kind::Om] {
+                for (i, n) in layout.of(kind).into_iter().enumerate() {
+                    let flag = if i == 0 { "--init" } else { "--bootstrap" };
+                    let child = procs::spawn(&bins[&kind], &dir.join(n.name()), &[flag])?;
+                    let pid = child.id();
+                    self.record(n.name(), child)?;
+                    w.daemon_ready(n, &dir, pid).await?;
+                    w.voter(n).await?;
+                }
+            }
+            for n in layout.of(Kind::Datanode) {
+                let child = procs::spawn(&bins[&Kind::Datanode], &dir.join(n.name()), &[])?;
+                self.record(n.name(), child)?;
+            }
+        } else {
+            for n in &layout.nodes {
+                let child = procs::spawn(&bins[&n.kind], &dir.join(n.name()), &[])?;
+                self.record(n.name(), child)?;
+            }
+        }
+        for n in &layout.nodes {
+            let pid = self
+                .pids
+                .iter()
+                .find(|p| p.name == n.name())
+                .map(|p| p.pid)
+                .unwrap_or(0);
+            w.daemon_ready(n, &dir, pid).await?;
+        }
+        let notes = w.cluster_ready(layout.of(Kind::Datanode).len()).await?;
+        let client_toml = dir.join("client.toml");
+        write_atomic(&client_toml, &client.to_toml())?;
+        let took = started.elapsed();
+        if as_json {
+            crate::output::json(&serde_json::json!({
+                "dir": dir,
+                "client_config": client_toml,
+                "ready_after_ms": took.as_millis() as u64,
+                "fresh": fresh,
+                "om_addrs": client.om_addrs,
+                "scm_addrs": client.scm_addrs,
+                "pids": self.pids.iter().map(|p| serde_json::json!({"name": p.name, "pid": p.pid})).collect::<Vec<_>>(),
+            }))?;
+        } else {
+            println!(
+                "rozone dev cluster {} in {:.1}s: {} SCM, {} OM, {} datanodes under {}",
+                if fresh { "created and ready" } else { "ready" },
+                took.as_secs_f64(),
+                layout.of(Kind::Scm).len(),
+                layout.of(Kind::Om).len(),
+                layout.of(Kind::Datanode).len(),
+                dir.display()
+            );
+            for n in notes {
+                println!("  note: {n}");
+            }
+            println!(
+                "\nUse it:\n  export ROZONE_CONFIG={}",
+                client_toml.display()
+            );
+            println!("  rozone sh volume create /vol1\n  rozone sh bucket create /vol1/bucket1\n  rozone sh key put /vol1/bucket1/hello ./somefile\n  rozone admin om roles");
+            println!("Logs: {}/*/stderr.log", dir.display());
+            if detach {
+                println!("Stop it: rozone dev down --dir {}", dir.display());
+            } else {
+                println!("Ctrl-C stops the cluster.");
+            }
+        }
+        Ok(())
+    }
+
+    /// Foreground: runs until SIGINT/SIGTERM, reporting daemons that exit meanwhile.
+    async fn serve(mut self) -> anyhow::Result<ExitCode> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
+        let mut tick = tokio::time::interval(Duration::from_millis(500));
+        let mut gone = std::collections::HashSet::new();
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = tick.tick() => {
+                    for (name, c) in &mut self.children {
+                        if let Ok(Some(st)) = c.try_wait() {
+                            if gone.insert(name.clone()) {
+                                eprintln!("rozone dev: {name} exited ({st}); see {}", self.dir.join(name.as_str()).join("stderr.log").display());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        eprintln!("rozone dev: stopping the cluster");
+        self.reap();
+        self.stop().await;
+        eprintln!("rozone dev: stopped; data kept in {}", self.dir.display());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `[om]` keys of a dev cluster that only newer OM binaries know: included when the
+/// binary's own sample config lists them.
+fn optional_om_keys(om_bin: &Path) -> String {
+    let sample = std::process::Command::new(om_bin)
+        .arg("--print-sample-config")
+        .env_remove("ROZONE_CONFIG")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut extra = String::new();
+    if sample.contains("local_lease_enabled") {
+        extra.push_str("local_lease_enabled = true\n");
+    }
+    extra
+}
+
+async fn down(dir: &Path, as_json: bool) -> anyhow::Result<ExitCode> {
+    if Layout::load(dir)?.is_none() {
+        bail!("no rozone dev cluster in {}", dir.display());
+    }
+    let live = running(dir)?;
+    let pids: Vec<(String, u32)> = live.iter().map(|p| (p.name.clone(), p.pid)).collect();
+    let killed = procs::stop_all(&pids, GRACE, &mut || {}).await;
+    let _ = std::fs::remove_file(layout::pids_path(dir));
+    if as_json {
+        crate::output::json(&serde_json::json!({"stopped": pids.len(), "killed": killed}))?;
+    } else if pids.is_empty() {
+        println!("no daemon was running in {}", dir.display());
+    } else {
+        println!("stopped {} daemons in {}", pids.len(), dir.display());
+        if !killed.is_empty() {
+            println!(
+                "killed after {GRACE:?} without a clean stop: {}",
+                killed.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,216 @@
+//! Waiting for a local cluster to be usable, with one deadline for the whole start: each
+//! daemon's `/ready`, a new ring member counted as a voter, then ready SCM and OM leaders,
+//! an open pipeline and safe mode left (asked over the admin RPCs).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use rozone_client::scm::ScmClient;
+use rozone_client::{ClientConfig, RetryPolicy, Ring};
+use rozone_proto::om::om_ring_client::OmRingClient;
+use rozone_proto::scm::scm_ring_client::ScmRingClient;
+use tonic::Code;
+
+use super::layout::{alive, Kind, Node};
+use super::procs;
+
+pub struct Waiter {
+    deadline: Instant,
+    timeout: Duration,
+    scm: Ring,
+    om: Ring,
+}
+
+const POLL: Duration = Duration::from_millis(50);
+
+fn last_log_line(dir: &Path, node: &Node) -> String {
+    let text =
+        std::fs::read_to_string(dir.join(node.name()).join("stderr.log")).unwrap_or_default();
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+impl Waiter {
+    pub fn new(client: &ClientConfig, deadline: Instant) -> anyhow::Result<Self> {
+        // Short calls: the loops below poll until the one deadline.
+        let policy = RetryPolicy {
+            deadline: Duration::from_secs(2),
+            attempt_timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_millis(500),
+            ..RetryPolicy::default()
+        };
+        Ok(Self {
+            deadline,
+            timeout: deadline.saturating_duration_since(Instant::now()),
+            scm: Ring::new("SCM", &client.scm_addrs, policy.clone())?,
+            om: Ring::new("OM", &client.om_addrs, policy)?,
+        })
+    }
+
+    fn expired(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// Until the daemon answers 200 on `/ready`; fails at once if its process exited.
+    pub async fn daemon_ready(&self, node: &Node, dir: &Path, pid: u32) -> anyhow::Result<()> {
+        loop {
+            let r = procs::ready(node).await;
+            if r.is_ok() {
+                return Ok(());
+            }
+            if !alive(pid) {
+                bail!(
+                    "{} exited during start; its last log line: {}",
+                    node.name(),
+                    last_log_line(dir, node)
+                );
+            }
+            if self.expired() {
+                bail!(
+                    "{} not ready after {:.0?}: {}; see {}",
+                    node.name(),
+                    self.timeout,
+                    r.err().unwrap_or_default(),
+                    dir.join(node.name()).join("stderr.log").display()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Until the ring's leader lists `node` as a voter (a bootstrapped member joins as a
+    /// learner first).
+    pub async fn voter(&self, node: &Node) -> anyhow::Result<()> {
+        loop {
+            let voter = match node.kind {
+                Kind::Scm => self
+                    .scm
+                    .call("ring info", |ch| async move {
+                        ScmRingClient::new(ch)
+                            .ring_info(rozone_proto::scm::RingInfoRequest {})
+                            .await
+                    })
+                    .await
+                    .map(|r| {
+                        r.leader_id == Some(r.node_id)
+                            && r.members.iter().any(|m| m.id == node.id && m.voter)
+                    }),
+                Kind::Om => self
+                    .om
+                    .call("ring info", |ch| async move {
+                        OmRingClient::new(ch)
+                            .ring_info(rozone_proto::om::RingInfoRequest {})
+                            .await
+                    })
+                    .await
+                    .map(|r| {
+                        r.leader_id == Some(r.node_id)
+                            && r.members.iter().any(|m| m.id == node.id && m.voter)
+                    }),
+                Kind::Datanode => return Ok(()),
+            };
+            if let Ok(true) = voter {
+                return Ok(());
+            }
+            if self.expired() {
+                bail!(
+                    "{} did not become a voter of its ring within {:.0?}",
+                    node.name(),
+                    self.timeout
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Until the cluster can take writes. Returns notes on checks the daemons cannot answer.
+    pub async fn cluster_ready(&self, datanodes: usize) -> anyhow::Result<Vec<String>> {
+        let scm = ScmClient::new(self.scm.clone());
+        loop {
+            let mut notes = Vec::new();
+            let waiting = match self.check(&scm, datanodes, &mut notes).await {
+                None => return Ok(notes),
+                Some(w) => w,
+            };
+            if self.expired() {
+                bail!(
+                    "cluster not ready after {:.0?}: waiting for {waiting}",
+                    self.timeout
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// The first condition not met yet, if any.
+    async fn check(
+        &self,
+        scm: &ScmClient,
+        datanodes: usize,
+        notes: &mut Vec<String>,
+    ) -> Option<String> {
+        match self
+            .scm
+            .call("ring info", |ch| async move {
+                ScmRingClient::new(ch)
+                    .ring_info(rozone_proto::scm::RingInfoRequest {})
+                    .await
+            })
+            .await
+        {
+            Ok(r) if r.leader_id.is_some() && r.leader_ready => {}
+            Ok(_) => return Some("a ready SCM leader".into()),
+            Err(e) => return Some(format!("a ready SCM leader ({e})")),
+        }
+        match self
+            .om
+            .call("ring info", |ch| async move {
+                OmRingClient::new(ch)
+                    .ring_info(rozone_proto::om::RingInfoRequest {})
+                    .await
+            })
+            .await
+        {
+            Ok(r) if r.leader_id.is_some() && r.leader_ready => {}
+            Ok(_) => return Some("a ready OM leader".into()),
+            Err(e) => return Some(format!("a ready OM leader ({e})")),
+        }
+        let width = datanodes.min(3);
+        match scm.list_pipelines(true).await {
+            Ok(ps) if ps.iter().any(|p| p.pipeline.members.len() >= width) => {}
+            Ok(ps) => {
+                return Some(format!(
+                    "an open pipeline of {width} datanodes ({} open)",
+                    ps.len()
+                ))
+            }
+            Err(e) if e.code() == Some(Code::Unimplemented) => {
+                notes.push("this SCM cannot list pipelines: not checked".into())
+            }
+            Err(e) => return Some(format!("an open pipeline ({e})")),
+        }
+        match scm.safe_mode().await {
+            Ok(s) if !s.in_safe_mode => {}
+            Ok(s) => {
+                let why = s
+                    .rules
+                    .iter()
+                    .filter(|r| !r.satisfied)
+                    .map(|r| r.detail.clone())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                return Some(format!("the SCM to leave safe mode ({why})"));
+            }
+            Err(e) if e.code() == Some(Code::Unimplemented) => {
+                notes.push("this SCM cannot report safe mode: not checked".into())
+            }
+            Err(e) => return Some(format!("safe mode status ({e})")),
+        }
+        None
+    }
+}
