@@ -29,6 +29,33 @@ config_struct! {
         /// --bootstrap: pause between checkpoint download attempts.
         #[serde(with = "rozone_config::duration")]
         pub bootstrap_retry_pause: Duration = Duration::from_secs(1),
+        /// A datanode silent this long is STALE: no new pipelines or blocks on it.
+        #[serde(with = "rozone_config::duration")]
+        pub datanode_stale_after: Duration = Duration::from_secs(60),
+        /// A datanode silent this long is DEAD: its pipelines are closed and its replicas
+        /// no longer count (it must register again). More than datanode_stale_after.
+        #[serde(with = "rozone_config::duration")]
+        pub datanode_dead_after: Duration = Duration::from_secs(300),
+        /// Open pipelines a datanode may be a member of.
+        pub max_pipelines_per_datanode: u32 = 2,
+        /// OPEN containers per owner kept on each pipeline for block allocation.
+        pub open_containers_per_pipeline: u32 = 3,
+        /// How often the leader's ReplicationManager checks every closed container.
+        #[serde(with = "rozone_config::duration")]
+        pub replication_interval: Duration = Duration::from_secs(30),
+        /// A replicate or delete command not seen done after this is forgotten (and may
+        /// be sent again).
+        #[serde(with = "rozone_config::duration")]
+        pub replication_inflight_timeout: Duration = Duration::from_secs(300),
+        /// How often pending deleted-block transactions are sent to datanodes; one not
+        /// executed after replication_inflight_timeout is sent again.
+        #[serde(with = "rozone_config::duration")]
+        pub block_deletion_interval: Duration = Duration::from_secs(10),
+        /// Safe mode ends when this share (0..1) of CLOSED/QUASI_CLOSED containers has a
+        /// healthy reported replica...
+        pub safe_mode_threshold: f64 = 0.99,
+        /// ...and at least this many datanodes are registered and healthy.
+        pub safe_mode_min_datanodes: u32 = 1,
     }
 }
 
@@ -89,6 +116,43 @@ impl DaemonConfig for Config {
         problems.check(scm.bootstrap_attempts > 0, || {
             "scm.bootstrap_attempts must be at least 1".into()
         });
+        problems.check(scm.datanode_stale_after < scm.datanode_dead_after, || {
+            format!(
+                "scm.datanode_stale_after ({:?}) must be less than scm.datanode_dead_after ({:?})",
+                scm.datanode_stale_after, scm.datanode_dead_after
+            )
+        });
+        problems.check(!scm.datanode_stale_after.is_zero(), || {
+            "scm.datanode_stale_after must be above 0".into()
+        });
+        problems.check((0.0..=1.0).contains(&scm.safe_mode_threshold), || {
+            format!(
+                "scm.safe_mode_threshold ({}) must be between 0 and 1",
+                scm.safe_mode_threshold
+            )
+        });
+        for (key, v) in [
+            (
+                "scm.max_pipelines_per_datanode",
+                scm.max_pipelines_per_datanode,
+            ),
+            (
+                "scm.open_containers_per_pipeline",
+                scm.open_containers_per_pipeline,
+            ),
+        ] {
+            problems.check(v > 0, || format!("{key} must be at least 1"));
+        }
+        for (key, v) in [
+            ("scm.replication_interval", scm.replication_interval),
+            (
+                "scm.replication_inflight_timeout",
+                scm.replication_inflight_timeout,
+            ),
+            ("scm.block_deletion_interval", scm.block_deletion_interval),
+        ] {
+            problems.check(!v.is_zero(), || format!("{key} must be above 0"));
+        }
         problems.check(scm.block_size.as_u64() > 0, || {
             "scm.block_size must be above 0".into()
         });
@@ -109,6 +173,30 @@ impl DaemonConfig for Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn datanode_intervals_and_safe_mode_share_are_checked() {
+        let mut c = Config::default();
+        c.scm.datanode_stale_after = Duration::from_secs(10);
+        c.scm.datanode_dead_after = Duration::from_secs(10);
+        c.scm.safe_mode_threshold = 1.5;
+        c.scm.max_pipelines_per_datanode = 0;
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "scm.datanode_stale_after (10s) must be less than scm.datanode_dead_after (10s)"
+            ),
+            "{e}"
+        );
+        assert!(
+            e.contains("scm.safe_mode_threshold (1.5) must be between 0 and 1"),
+            "{e}"
+        );
+        assert!(
+            e.contains("scm.max_pipelines_per_datanode must be at least 1"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn declaration_is_documented_and_sample_round_trips() {

@@ -1,16 +1,27 @@
 //! rozone-scm: the Storage Container Manager. It tracks datanodes, pipelines,
-//! containers and blocks, replicated across the SCM ring with Raft. So far it
-//! runs its ring (`--init`, restart from disk) over the replicated state in
-//! [`state`]; the client services arrive with the rest of the SCM issue.
+//! containers and blocks, replicated across the SCM ring with Raft.
+//!
+//! - [`state`]: the replicated state machine (sequence ids, containers, pipelines,
+//!   deleted-block transactions, cluster id) and the leader's sequence-id generator.
+//! - [`ring`] / [`join`]: the ring (`--init`, restart, `--bootstrap` by checkpoint).
+//! - [`cluster`]: the leader's in-memory view (datanode registry, replica map, command
+//!   queues) and the pure rules (node health, replica counting, ReplicationManager,
+//!   safe mode).
+//! - [`leader`]: the leader's work on top (reports, pipelines, blocks, ReplicationManager,
+//!   the periodic loop); [`service`] and [`ring_service`]: the gRPC services.
 //!
 //! A library with a thin `main.rs`, so tests can start an SCM in-process.
 //! Must not depend on the OM or datanode crates.
 
+pub mod cluster;
 pub mod config;
+pub mod convert;
 pub mod health;
 pub mod join;
+pub mod leader;
 pub mod ring;
 pub mod ring_service;
+pub mod service;
 pub mod state;
 
 use anyhow::Context;
@@ -51,6 +62,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         http.addr,
         std::sync::Arc::new(health::ScmHealth {
             group: ring.group.clone(),
+            core: ring.core.clone(),
         }),
         http_stop.clone(),
     )

@@ -19,7 +19,13 @@ use tonic::transport::server::Router;
 use tonic::transport::Server;
 use tracing::info;
 
+use rozone_proto::scm::scm_admin_server::ScmAdminServer;
+use rozone_proto::scm::scm_block_server::ScmBlockServer;
+use rozone_proto::scm::scm_datanode_server::ScmDatanodeServer;
+
 use crate::config::Config;
+use crate::service::admin::AdminService;
+use crate::service::{BlockService, DatanodeService};
 use crate::state::{read, ScmLogic, ScmRequest, ScmResponse};
 
 /// Raft group id of the SCM ring.
@@ -52,6 +58,8 @@ fn spawn_grpc(
 /// A running SCM ring member.
 pub struct Ring {
     pub group: Arc<RaftGroup<ScmLogic>>,
+    /// The leader's work: datanodes, pipelines, blocks, replication, safe mode.
+    pub core: Arc<crate::leader::ScmCore>,
     pub peer_addr: SocketAddr,
     pub checkpoint_addr: SocketAddr,
     pub client_addr: SocketAddr,
@@ -124,6 +132,7 @@ impl Ring {
             .await
             .context("open the SCM Raft group")?;
         let stop = CancellationToken::new();
+        let core = crate::leader::ScmCore::new(group.clone(), config.scm.clone());
         let (raft, snap) = rozone_raft::server::peer_services(&registry);
         let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(
             crate::ring_service::RingService {
@@ -148,13 +157,19 @@ impl Ring {
             ),
             spawn_grpc(
                 "client",
-                Server::builder().add_service(ring_svc),
+                Server::builder()
+                    .add_service(ring_svc)
+                    .add_service(ScmDatanodeServer::new(DatanodeService(core.clone())))
+                    .add_service(ScmBlockServer::new(BlockService(core.clone())))
+                    .add_service(ScmAdminServer::new(AdminService(core.clone()))),
                 client_l,
                 &stop,
             ),
+            crate::leader::background::spawn(core.clone(), stop.clone()),
         ];
         let ring = Self {
             group,
+            core,
             peer_addr,
             checkpoint_addr,
             client_addr,

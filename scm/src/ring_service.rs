@@ -15,8 +15,9 @@ use tonic::{Request, Response, Status};
 
 use crate::state::ScmLogic;
 
-/// Metadata key carrying the leader's client address on a `NotLeader` refusal.
-pub const LEADER_HINT: &str = "x-rozone-leader";
+/// Metadata key carrying the leader's client address on a `NotLeader` refusal (the shared
+/// key of `rozone_rpc`).
+pub use rozone_rpc::LEADER_HINT;
 
 /// How long a leader waits for a checkpoint to be built, and for a joining member to catch
 /// up before it becomes a voter.
@@ -28,27 +29,50 @@ pub struct RingService {
     pub checkpoint_addr: String,
 }
 
-/// The one mapping of Raft-layer errors to gRPC status for this service.
+/// The one mapping of Raft-layer errors to gRPC status for the SCM's services.
 pub fn status(e: RaftGroupError) -> Status {
-    match e {
-        RaftGroupError::NotLeader { leader } => {
-            let mut s = Status::unavailable(format!(
-                "not the SCM leader; {e_leader}",
-                e_leader = match &leader {
-                    Some((id, n)) => format!("leader is {id} at {}", n.client_addr),
-                    None => "leader unknown".to_string(),
-                }
-            ));
-            if let Some((_, n)) = leader {
-                if let Ok(v) = n.client_addr.parse() {
-                    s.metadata_mut().insert(LEADER_HINT, v);
-                }
-            }
-            s
-        }
-        RaftGroupError::LeaderNotReady => Status::unavailable(e.to_string()),
-        RaftGroupError::Timeout(_) => Status::deadline_exceeded(e.to_string()),
-        other => Status::internal(other.to_string()),
+    crate::leader::raft_error(e)
+}
+
+/// The ring as this member sees it, with each member's role.
+pub fn ring_info(group: &RaftGroup<ScmLogic>) -> RingInfoReply {
+    let m = group.metrics();
+    let membership = m.membership_config.membership();
+    let voters: BTreeSet<u64> = membership.voter_ids().collect();
+    let me = group.node_id();
+    let my_role = format!("{:?}", m.state).to_uppercase();
+    let members = membership
+        .nodes()
+        .map(|(id, n)| RingMember {
+            id: *id,
+            peer_addr: n.peer_addr.clone(),
+            client_addr: n.client_addr.clone(),
+            voter: voters.contains(id),
+            role: if *id == me {
+                my_role.clone()
+            } else if m.current_leader == Some(*id) {
+                "LEADER".to_string()
+            } else if !voters.contains(id) {
+                "LEARNER".to_string()
+            } else if m.current_leader.is_some() {
+                "FOLLOWER".to_string()
+            } else {
+                "UNKNOWN".to_string()
+            },
+        })
+        .collect();
+    let leader_client_addr = m
+        .current_leader
+        .and_then(|id| membership.get_node(&id))
+        .map(|n| n.client_addr.clone())
+        .unwrap_or_default();
+    RingInfoReply {
+        node_id: me,
+        leader_id: m.current_leader,
+        leader_client_addr,
+        leader_ready: rozone_raft::leader_ready(&m),
+        members,
+        role: my_role,
     }
 }
 
@@ -58,31 +82,7 @@ impl ScmRing for RingService {
         &self,
         _req: Request<RingInfoRequest>,
     ) -> Result<Response<RingInfoReply>, Status> {
-        let m = self.group.metrics();
-        let membership = m.membership_config.membership();
-        let voters: BTreeSet<u64> = membership.voter_ids().collect();
-        let members = membership
-            .nodes()
-            .map(|(id, n)| RingMember {
-                id: *id,
-                peer_addr: n.peer_addr.clone(),
-                client_addr: n.client_addr.clone(),
-                voter: voters.contains(id),
-            })
-            .collect();
-        let leader_client_addr = m
-            .current_leader
-            .and_then(|id| membership.get_node(&id))
-            .map(|n| n.client_addr.clone())
-            .unwrap_or_default();
-        Ok(Response::new(RingInfoReply {
-            node_id: self.group.node_id(),
-            leader_id: m.current_leader,
-            leader_client_addr,
-            leader_ready: rozone_raft::leader_ready(&m),
-            members,
-            role: format!("{:?}", m.state).to_uppercase(),
-        }))
+        Ok(Response::new(ring_info(&self.group)))
     }
 
     async fn prepare_checkpoint(

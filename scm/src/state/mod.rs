@@ -57,9 +57,16 @@ pub const SEQ_CONTAINER_ID: &str = "containerId";
 pub const SEQ_LOCAL_ID: &str = "localId";
 /// Sequence of deleted-block transaction ids.
 pub const SEQ_DEL_TXN_ID: &str = "delTxnId";
+/// Sequence of pipeline ids.
+pub const SEQ_PIPELINE_ID: &str = "pipelineId";
 /// The sequence names the state machine accepts; an unknown name is refused so a typo
 /// cannot silently start a new sequence at 1.
-pub const SEQUENCE_NAMES: [&str; 3] = [SEQ_CONTAINER_ID, SEQ_LOCAL_ID, SEQ_DEL_TXN_ID];
+pub const SEQUENCE_NAMES: [&str; 4] = [
+    SEQ_CONTAINER_ID,
+    SEQ_LOCAL_ID,
+    SEQ_DEL_TXN_ID,
+    SEQ_PIPELINE_ID,
+];
 
 /// Whether `name` is a known sequence.
 pub fn is_sequence_name(name: &str) -> bool {

@@ -1,0 +1,122 @@
+//! The SCM leader's in-memory view of the cluster: datanode registry, replica map, command
+//! queues, in-flight replication, safe mode and ReplicationManager results.
+//!
+//! Nothing here is replicated: it is rebuilt by every new leader from registrations and
+//! reports (a datanode unknown to the leader is told to register again). The pure rules
+//! (node health, replica counting, ReplicationManager decisions, the safe-mode rule) live in
+//! the submodules as functions with their own tests; the async parts that write to the
+//! replicated state are in [`crate::leader`].
+
+pub mod commands;
+pub mod nodes;
+pub mod replicas;
+pub mod replication;
+pub mod safemode;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use commands::CommandQueues;
+use nodes::NodeRegistry;
+use replicas::ReplicaMap;
+
+/// A replicate or delete command the ReplicationManager is waiting on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inflight {
+    pub add: bool,
+    pub datanode: u64,
+    pub command_id: u64,
+    pub deadline: Instant,
+}
+
+/// Results of the last ReplicationManager run and counters since this leader started.
+#[derive(Debug, Clone, Default)]
+pub struct RmStats {
+    pub runs: u64,
+    pub last_run: Option<Instant>,
+    pub last_duration: Duration,
+    pub healthy: u64,
+    pub under: Vec<u64>,
+    pub over: Vec<u64>,
+    pub missing: Vec<u64>,
+    pub replicate_sent: u64,
+    pub delete_sent: u64,
+    pub timeouts: u64,
+}
+
+/// Delivery of one deleted-block transaction: to whom it was sent, who executed it.
+#[derive(Debug, Clone, Default)]
+pub struct TxnDelivery {
+    pub sent: BTreeMap<u64, Instant>,
+    pub done: BTreeSet<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SafeMode {
+    pub in_safe_mode: bool,
+    pub forced_exit: bool,
+}
+
+/// Everything the leader of `term` knows in memory.
+#[derive(Debug)]
+pub struct ClusterState {
+    pub term: u64,
+    pub started: Instant,
+    pub nodes: NodeRegistry,
+    pub replicas: ReplicaMap,
+    pub commands: CommandQueues,
+    /// Container id → commands in flight for it.
+    pub inflight: BTreeMap<u64, Vec<Inflight>>,
+    /// Pipeline id → the member that last reported itself its leader.
+    pub pipeline_leaders: HashMap<u64, u64>,
+    /// Open container id → bytes handed out in blocks (starts at its used bytes).
+    pub allocated: HashMap<u64, u64>,
+    pub safe_mode: SafeMode,
+    /// The unmet safe-mode rules at the last check, for refusals.
+    pub safe_mode_detail: String,
+    pub rm: RmStats,
+    /// Deleted-block transaction id → delivery.
+    pub deletes: BTreeMap<u64, TxnDelivery>,
+    /// Round-robin position over candidate containers.
+    pub next_pick: u64,
+}
+
+impl ClusterState {
+    pub fn new(term: u64, now: Instant) -> Self {
+        Self {
+            term,
+            started: now,
+            nodes: NodeRegistry::default(),
+            replicas: ReplicaMap::default(),
+            commands: CommandQueues::new(term),
+            inflight: BTreeMap::new(),
+            pipeline_leaders: HashMap::new(),
+            allocated: HashMap::new(),
+            safe_mode: SafeMode {
+                in_safe_mode: true,
+                forced_exit: false,
+            },
+            safe_mode_detail: "no datanode has registered with this leader yet".into(),
+            rm: RmStats::default(),
+            deletes: BTreeMap::new(),
+            next_pick: 0,
+        }
+    }
+
+    /// In-flight adds and deletes, counted.
+    pub fn inflight_counts(&self) -> (u64, u64) {
+        let all = self.inflight.values().flatten();
+        let adds = all.clone().filter(|i| i.add).count() as u64;
+        (adds, all.count() as u64 - adds)
+    }
+
+    /// Forgets an in-flight command of `container` on `datanode` (`add` or delete).
+    pub fn end_inflight(&mut self, container: u64, datanode: u64, add: bool) {
+        if let Some(v) = self.inflight.get_mut(&container) {
+            v.retain(|i| !(i.datanode == datanode && i.add == add));
+            if v.is_empty() {
+                self.inflight.remove(&container);
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The datanode registry: who registered, when each was last heard from, and its health
+//! (HEALTHY → STALE → DEAD by configurable silences). Leader-only and in memory: a new
+//! leader starts empty and datanodes re-register when a heartbeat reply says so.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// A datanode as registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datanode {
+    pub id: u64,
+    pub hostname: String,
+    pub container_addr: String,
+    pub raft_addr: String,
+    pub replication_addr: String,
+}
+
+/// Health of a datanode, from how long it has been silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NodeHealth {
+    Healthy,
+    /// No new pipelines or blocks on it; its replicas still count.
+    Stale,
+    /// Its pipelines are closed and its replicas no longer count.
+    Dead,
+}
+
+impl std::fmt::Display for NodeHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Healthy => "HEALTHY",
+            Self::Stale => "STALE",
+            Self::Dead => "DEAD",
+        })
+    }
+}
+
+/// Health after `silence` without a heartbeat.
+pub fn health_after(silence: Duration, stale_after: Duration, dead_after: Duration) -> NodeHealth {
+    if silence >= dead_after {
+        NodeHealth::Dead
+    } else if silence >= stale_after {
+        NodeHealth::Stale
+    } else {
+        NodeHealth::Healthy
+    }
+}
+
+/// Storage totals from a node report (failed volumes left out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    pub capacity: u64,
+    pub used: u64,
+    pub remaining: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct NodeRecord {
+    pub details: Datanode,
+    pub health: NodeHealth,
+    pub last_heartbeat: Instant,
+    pub usage: NodeUsage,
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heard {
+    /// Known and alive: processed.
+    Known,
+    /// Never registered with this leader, or declared DEAD: it must register again (with a
+    /// full report, since its replicas were dropped).
+    MustRegister,
+}
+
+/// A health change seen by [`NodeRegistry::update_health`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transition {
+    pub id: u64,
+    pub from: NodeHealth,
+    pub to: NodeHealth,
+}
+
+#[derive(Debug, Default)]
+pub struct NodeRegistry {
+    nodes: BTreeMap<u64, NodeRecord>,
+}
+
+impl NodeRegistry {
+    /// Records a registration (new or again); returns whether the node was new.
+    pub fn register(&mut self, details: Datanode, usage: NodeUsage, now: Instant) -> bool {
+        let new = !self.nodes.contains_key(&details.id);
+        self.nodes.insert(
+            details.id,
+            NodeRecord {
+                details,
+                health: NodeHealth::Healthy,
+                last_heartbeat: now,
+                usage,
+            },
+        );
+        new
+    }
+
+    /// Records a heartbeat of `id`.
+    pub fn heartbeat(&mut self, id: u64, usage: Option<NodeUsage>, now: Instant) -> Heard {
+        match self.nodes.get_mut(&id) {
+            Some(n) if n.health != NodeHealth::Dead => {
+                n.last_heartbeat = now;
+                n.health = NodeHealth::Healthy;
+                if let Some(u) = usage {
+                    n.usage = u;
+                }
+                Heard::Known
+            }
+            _ => Heard::MustRegister,
+        }
+    }
+
+    /// Re-judges every node's health at `now`; returns the changes.
+    pub fn update_health(
+        &mut self,
+        now: Instant,
+        stale_after: Duration,
+        dead_after: Duration,
+    ) -> Vec<Transition> {
+        let mut out = Vec::new();
+        for (id, n) in &mut self.nodes {
+            let h = health_after(
+                now.saturating_duration_since(n.last_heartbeat),
+                stale_after,
+                dead_after,
+            );
+            // DEAD is left only by registering again.
+            if h != n.health && n.health != NodeHealth::Dead {
+                out.push(Transition {
+                    id: *id,
+                    from: n.health,
+                    to: h,
+                });
+                n.health = h;
+            }
+        }
+        out
+    }
+
+    pub fn get(&self, id: u64) -> Option<&NodeRecord> {
+        self.nodes.get(&id)
+    }
+
+    pub fn health(&self, id: u64) -> Option<NodeHealth> {
+        self.nodes.get(&id).map(|n| n.health)
+    }
+
+    pub fn is_healthy(&self, id: u64) -> bool {
+        self.health(id) == Some(NodeHealth::Healthy)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &NodeRecord> {
+        self.nodes.values()
+    }
+
+    /// Ids of HEALTHY nodes, ascending.
+    pub fn healthy_ids(&self) -> Vec<u64> {
+        self.nodes
+            .values()
+            .filter(|n| n.health == NodeHealth::Healthy)
+            .map(|n| n.details.id)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dn(id: u64) -> Datanode {
+        Datanode {
+            id,
+            hostname: format!("dn{id}"),
+            container_addr: "a:1".into(),
+            raft_addr: "a:2".into(),
+            replication_addr: "a:3".into(),
+        }
+    }
+
+    #[test]
+    fn health_follows_silence_boundaries() {
+        let (s, d) = (Duration::from_secs(10), Duration::from_secs(30));
+        assert_eq!(health_after(Duration::ZERO, s, d), NodeHealth::Healthy);
+        assert_eq!(
+            health_after(Duration::from_secs(9), s, d),
+            NodeHealth::Healthy
+        );
+        assert_eq!(health_after(s, s, d), NodeHealth::Stale);
+        assert_eq!(
+            health_after(Duration::from_secs(29), s, d),
+            NodeHealth::Stale
+        );
+        assert_eq!(health_after(d, s, d), NodeHealth::Dead);
+    }
+
+    #[test]
+    fn nodes_go_stale_then_dead_and_dead_must_register_again() {
+        let (s, d) = (Duration::from_secs(10), Duration::from_secs(30));
+        let t0 = Instant::now();
+        let mut r = NodeRegistry::default();
+        assert_eq!(r.heartbeat(1, None, t0), Heard::MustRegister);
+        assert!(r.register(dn(1), NodeUsage::default(), t0));
+        assert!(r
+            .update_health(t0 + Duration::from_secs(5), s, d)
+            .is_empty());
+        let t = r.update_health(t0 + Duration::from_secs(11), s, d);
+        assert_eq!(
+            t,
+            vec![Transition {
+                id: 1,
+                from: NodeHealth::Healthy,
+                to: NodeHealth::Stale
+            }]
+        );
+        // A heartbeat of a stale node makes it healthy again.
+        assert_eq!(
+            r.heartbeat(1, None, t0 + Duration::from_secs(12)),
+            Heard::Known
+        );
+        assert!(r.is_healthy(1));
+        let t = r.update_health(t0 + Duration::from_secs(50), s, d);
+        assert_eq!(t[0].to, NodeHealth::Dead);
+        assert_eq!(
+            r.heartbeat(1, None, t0 + Duration::from_secs(51)),
+            Heard::MustRegister
+        );
+        assert_eq!(r.health(1), Some(NodeHealth::Dead));
+        assert!(!r.register(dn(1), NodeUsage::default(), t0 + Duration::from_secs(52)));
+        assert!(r.is_healthy(1));
+        assert_eq!(r.healthy_ids(), vec![1]);
+    }
+}

@@ -1,0 +1,256 @@
+//! Wire ↔ domain conversions at the edge of the SCM's services. Incoming messages are
+//! checked here: a missing or invalid field is an [`Invalid`] naming it, which the services
+//! answer with `INVALID_ARGUMENT` before anything changes.
+
+use rozone_proto::scm as pb;
+
+use crate::cluster::nodes::{Datanode, NodeHealth, NodeUsage};
+use crate::cluster::replicas::{ReplicaReport, ReplicaState};
+use crate::cluster::replication::Verdict;
+use crate::state::{ContainerInfo, ContainerState, PipelineState};
+
+/// A request field that is missing or invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<Invalid> for tonic::Status {
+    fn from(e: Invalid) -> Self {
+        tonic::Status::invalid_argument(e.0)
+    }
+}
+
+fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid(msg()))
+    }
+}
+
+impl TryFrom<&pb::DatanodeDetails> for Datanode {
+    type Error = Invalid;
+
+    fn try_from(d: &pb::DatanodeDetails) -> Result<Self, Invalid> {
+        need(d.id > 0, || "datanode.id must be above 0".into())?;
+        for (name, v) in [
+            ("container_addr", &d.container_addr),
+            ("raft_addr", &d.raft_addr),
+        ] {
+            need(!v.is_empty(), || {
+                format!("datanode {}: {name} is missing", d.id)
+            })?;
+        }
+        Ok(Datanode {
+            id: d.id,
+            hostname: d.hostname.clone(),
+            container_addr: d.container_addr.clone(),
+            raft_addr: d.raft_addr.clone(),
+            replication_addr: d.replication_addr.clone(),
+        })
+    }
+}
+
+pub fn datanode_details(d: &Datanode) -> pb::DatanodeDetails {
+    pb::DatanodeDetails {
+        id: d.id,
+        hostname: d.hostname.clone(),
+        container_addr: d.container_addr.clone(),
+        raft_addr: d.raft_addr.clone(),
+        replication_addr: d.replication_addr.clone(),
+    }
+}
+
+pub fn node_usage(r: &pb::NodeReport) -> NodeUsage {
+    r.storage
+        .iter()
+        .filter(|s| !s.failed)
+        .fold(NodeUsage::default(), |u, s| NodeUsage {
+            capacity: u.capacity.saturating_add(s.capacity),
+            used: u.used.saturating_add(s.used),
+            remaining: u.remaining.saturating_add(s.remaining),
+        })
+}
+
+/// A reported replica; `incremental` allows `REPLICA_DELETED`.
+pub fn replica_report(
+    r: &pb::ContainerReplica,
+    incremental: bool,
+) -> Result<ReplicaReport, Invalid> {
+    need(r.container_id > 0, || {
+        "replica container_id must be above 0".into()
+    })?;
+    let st = pb::ReplicaState::try_from(r.state).map_err(|_| {
+        Invalid(format!(
+            "container {}: unknown replica state {}",
+            r.container_id, r.state
+        ))
+    })?;
+    let state = match st {
+        pb::ReplicaState::Unspecified => {
+            return Err(Invalid(format!(
+                "container {}: replica state is missing",
+                r.container_id
+            )))
+        }
+        pb::ReplicaState::ReplicaOpen => Some(ReplicaState::Open),
+        pb::ReplicaState::ReplicaClosing => Some(ReplicaState::Closing),
+        pb::ReplicaState::ReplicaQuasiClosed => Some(ReplicaState::QuasiClosed),
+        pb::ReplicaState::ReplicaClosed => Some(ReplicaState::Closed),
+        pb::ReplicaState::ReplicaUnhealthy => Some(ReplicaState::Unhealthy),
+        pb::ReplicaState::ReplicaDeleted if incremental => None,
+        pb::ReplicaState::ReplicaDeleted => {
+            return Err(Invalid(format!(
+                "container {}: REPLICA_DELETED is only valid in an incremental report",
+                r.container_id
+            )))
+        }
+    };
+    Ok(ReplicaReport {
+        container_id: r.container_id,
+        state,
+        bcsid: r.bcsid,
+        block_count: r.block_count,
+        used_bytes: r.used_bytes,
+        origin_pipeline: r.origin_pipeline_id,
+    })
+}
+
+pub fn replica_reports(
+    rs: &[pb::ContainerReplica],
+    incremental: bool,
+) -> Result<Vec<ReplicaReport>, Invalid> {
+    rs.iter().map(|r| replica_report(r, incremental)).collect()
+}
+
+pub fn replica_state(s: ReplicaState) -> pb::ReplicaState {
+    match s {
+        ReplicaState::Open => pb::ReplicaState::ReplicaOpen,
+        ReplicaState::Closing => pb::ReplicaState::ReplicaClosing,
+        ReplicaState::QuasiClosed => pb::ReplicaState::ReplicaQuasiClosed,
+        ReplicaState::Closed => pb::ReplicaState::ReplicaClosed,
+        ReplicaState::Unhealthy => pb::ReplicaState::ReplicaUnhealthy,
+    }
+}
+
+pub fn container_state(s: ContainerState) -> pb::ContainerState {
+    match s {
+        ContainerState::Open => pb::ContainerState::ContainerOpen,
+        ContainerState::Closing => pb::ContainerState::ContainerClosing,
+        ContainerState::QuasiClosed => pb::ContainerState::ContainerQuasiClosed,
+        ContainerState::Closed => pb::ContainerState::ContainerClosed,
+        ContainerState::Deleting => pb::ContainerState::ContainerDeleting,
+        ContainerState::Deleted => pb::ContainerState::ContainerDeleted,
+    }
+}
+
+/// A container state filter from the wire (`field` names it in the error).
+pub fn container_state_from(v: i32, field: &str) -> Result<ContainerState, Invalid> {
+    match pb::ContainerState::try_from(v) {
+        Ok(pb::ContainerState::ContainerOpen) => Ok(ContainerState::Open),
+        Ok(pb::ContainerState::ContainerClosing) => Ok(ContainerState::Closing),
+        Ok(pb::ContainerState::ContainerQuasiClosed) => Ok(ContainerState::QuasiClosed),
+        Ok(pb::ContainerState::ContainerClosed) => Ok(ContainerState::Closed),
+        Ok(pb::ContainerState::ContainerDeleting) => Ok(ContainerState::Deleting),
+        Ok(pb::ContainerState::ContainerDeleted) => Ok(ContainerState::Deleted),
+        Ok(pb::ContainerState::Unspecified) | Err(_) => Err(Invalid(format!(
+            "{field}: {v} is not a container state (1 OPEN .. 6 DELETED)"
+        ))),
+    }
+}
+
+pub fn pipeline_state(s: PipelineState) -> pb::PipelineState {
+    match s {
+        PipelineState::Open => pb::PipelineState::PipelineOpen,
+        PipelineState::Closed => pb::PipelineState::PipelineClosed,
+    }
+}
+
+pub fn pipeline_state_from(v: i32, field: &str) -> Result<PipelineState, Invalid> {
+    match pb::PipelineState::try_from(v) {
+        Ok(pb::PipelineState::PipelineOpen) => Ok(PipelineState::Open),
+        Ok(pb::PipelineState::PipelineClosed) => Ok(PipelineState::Closed),
+        _ => Err(Invalid(format!(
+            "{field}: {v} is not a pipeline state (1 OPEN, 2 CLOSED)"
+        ))),
+    }
+}
+
+pub fn container(c: &ContainerInfo) -> pb::Container {
+    pb::Container {
+        container_id: c.id,
+        state: container_state(c.state) as i32,
+        replication_factor: c.replication.replicas() as u32,
+        owner: c.owner.clone(),
+        pipeline_id: c.pipeline_id,
+        used_bytes: c.used_bytes,
+        block_count: c.key_count,
+        bcsid: c.bcsid,
+        created_at_ms: c.created_at,
+    }
+}
+
+pub fn node_health(h: NodeHealth) -> pb::NodeHealth {
+    match h {
+        NodeHealth::Healthy => pb::NodeHealth::NodeHealthy,
+        NodeHealth::Stale => pb::NodeHealth::NodeStale,
+        NodeHealth::Dead => pb::NodeHealth::NodeDead,
+    }
+}
+
+pub fn verdict(v: Verdict) -> pb::ReplicationHealth {
+    match v {
+        Verdict::Healthy => pb::ReplicationHealth::ReplicationHealthy,
+        Verdict::UnderReplicated => pb::ReplicationHealth::ReplicationUnderReplicated,
+        Verdict::OverReplicated => pb::ReplicationHealth::ReplicationOverReplicated,
+        Verdict::Missing => pb::ReplicationHealth::ReplicationMissing,
+        Verdict::NotChecked => pb::ReplicationHealth::ReplicationNotChecked,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_fields_are_named() {
+        let d = pb::DatanodeDetails {
+            id: 0,
+            ..Default::default()
+        };
+        assert_eq!(
+            Datanode::try_from(&d).unwrap_err().0,
+            "datanode.id must be above 0"
+        );
+        let d = pb::DatanodeDetails {
+            id: 4,
+            container_addr: "h:1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            Datanode::try_from(&d).unwrap_err().0,
+            "datanode 4: raft_addr is missing"
+        );
+        let r = pb::ContainerReplica {
+            container_id: 3,
+            state: pb::ReplicaState::ReplicaDeleted as i32,
+            ..Default::default()
+        };
+        assert!(replica_report(&r, true).unwrap().state.is_none());
+        assert!(replica_report(&r, false).is_err());
+        let r = pb::ContainerReplica {
+            container_id: 3,
+            state: 42,
+            ..Default::default()
+        };
+        assert_eq!(
+            replica_report(&r, true).unwrap_err().0,
+            "container 3: unknown replica state 42"
+        );
+        assert!(container_state_from(0, "state").is_err());
+        assert_eq!(
+            container_state_from(4, "state").unwrap(),
+            ContainerState::Closed
+        );
+    }
+}

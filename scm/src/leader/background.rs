@@ -1,0 +1,216 @@
+//! The leader's periodic work: node health (HEALTHY → STALE → DEAD), closing pipelines of
+//! dead members, creating pipelines, safe mode, the ReplicationManager and delivery of
+//! deleted-block transactions. Runs on every SCM; does nothing unless it is the ready leader.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rozone_proto::scm as pb;
+use rozone_proto::scm::scm_command::Command;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::Status;
+
+use super::{storage_error, ScmCore};
+use crate::cluster::nodes::NodeHealth;
+use crate::cluster::replication;
+use crate::cluster::safemode::{self, SafeModeEval, SafeModeInput};
+use crate::state::{read, ContainerState};
+
+/// Most deleted-block transactions sent per pass.
+const DELETE_BATCH: usize = 1000;
+
+/// How often the loop wakes: often enough to see a node go stale close to its interval.
+pub fn tick_interval(stale_after: Duration) -> Duration {
+    (stale_after / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
+}
+
+pub fn spawn(core: Arc<ScmCore>, stop: CancellationToken) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(tick_interval(core.cfg.datanode_stale_after));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_rm: Option<(u64, Instant)> = None;
+        let mut last_del: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if !core.group.is_ready_leader() {
+                continue;
+            }
+            if let Err(e) = core.tick(&mut last_rm, &mut last_del).await {
+                // Lost leadership mid-way, or a storage error: the next tick retries.
+                tracing::debug!(error = %e, "SCM leader background pass stopped");
+            }
+        }
+    })
+}
+
+impl ScmCore {
+    async fn tick(
+        &self,
+        last_rm: &mut Option<(u64, Instant)>,
+        last_del: &mut Option<Instant>,
+    ) -> Result<(), Status> {
+        let (term, healthy) = {
+            let mut m = self.lead()?;
+            let now = Instant::now();
+            for t in m.nodes.update_health(
+                now,
+                self.cfg.datanode_stale_after,
+                self.cfg.datanode_dead_after,
+            ) {
+                tracing::warn!(datanode = t.id, from = %t.from, to = %t.to, "datanode health changed");
+                if t.to == NodeHealth::Dead {
+                    m.replicas.remove_datanode(t.id);
+                    m.commands.clear(t.id);
+                }
+            }
+            (m.term, m.nodes.healthy_ids().len())
+        };
+        self.close_failed_pipelines().await?;
+        if healthy >= crate::state::types::PIPELINE_MEMBERS {
+            self.create_pipelines().await?;
+        }
+        let (eval, _) = self.safe_mode_eval()?;
+        {
+            let mut m = self.lead()?;
+            m.safe_mode_detail = eval
+                .rules
+                .iter()
+                .filter(|r| !r.satisfied)
+                .map(|r| r.detail.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            if m.safe_mode.in_safe_mode && eval.satisfied() {
+                m.safe_mode.in_safe_mode = false;
+                tracing::info!("SCM left safe mode");
+            }
+        }
+        // The first pass of a term waits one interval: datanodes re-register first.
+        let due = match last_rm {
+            Some((t, at)) if *t == term => at.elapsed() >= self.cfg.replication_interval,
+            _ => {
+                *last_rm = Some((term, Instant::now()));
+                false
+            }
+        };
+        if due {
+            *last_rm = Some((term, Instant::now()));
+            self.run_replication_manager().await?;
+        }
+        if last_del.is_none_or(|at| at.elapsed() >= self.cfg.block_deletion_interval) {
+            *last_del = Some(Instant::now());
+            self.deliver_deleted_blocks()?;
+        }
+        Ok(())
+    }
+
+    /// The safe-mode rule over the leader's current knowledge.
+    pub fn safe_mode_eval(&self) -> Result<(SafeModeEval, SafeModeInput), Status> {
+        let containers = read::containers(&self.group.db(), None).map_err(storage_error)?;
+        let m = self.lead()?;
+        let finished: Vec<_> = containers
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ContainerState::Closed | ContainerState::QuasiClosed
+                )
+            })
+            .collect();
+        let reported = finished
+            .iter()
+            .filter(|c| {
+                let v = super::rm::view(c);
+                let rs = super::rm::replica_views(&m, c.id);
+                rs.iter().any(|r| replication::is_healthy_copy(&v, &rs, r))
+            })
+            .count();
+        let input = SafeModeInput {
+            containers_total: finished.len() as u64,
+            containers_reported: reported as u64,
+            healthy_datanodes: m.nodes.healthy_ids().len() as u32,
+            threshold: self.cfg.safe_mode_threshold,
+            min_datanodes: self.cfg.safe_mode_min_datanodes,
+        };
+        Ok((safemode::evaluate(&input), input))
+    }
+
+    /// Sends pending deleted-block transactions to the datanodes holding their container
+    /// (again after `replication_inflight_timeout` when not executed).
+    fn deliver_deleted_blocks(&self) -> Result<(), Status> {
+        let db = self.group.db();
+        let pending = read::pending_deleted_blocks(&db, DELETE_BATCH).map_err(storage_error)?;
+        let mut members = BTreeMap::new();
+        for t in &pending {
+            if let Some(c) = read::container(&db, t.container_id).map_err(storage_error)? {
+                let p = read::pipeline(&db, c.pipeline_id).map_err(storage_error)?;
+                members.insert(t.container_id, p.map(|p| p.members).unwrap_or_default());
+            }
+        }
+        drop(db);
+        let mut m = self.lead()?;
+        let now = Instant::now();
+        let resend = self.cfg.replication_inflight_timeout;
+        let mut per_dn: BTreeMap<u64, Vec<pb::DeletedBlocksTransaction>> = BTreeMap::new();
+        for t in pending {
+            let mut holders: Vec<u64> = m
+                .replicas
+                .replicas(t.container_id)
+                .iter()
+                .map(|r| r.datanode)
+                .collect();
+            if holders.is_empty() {
+                holders = members.get(&t.container_id).cloned().unwrap_or_default();
+            }
+            holders.retain(|d| m.nodes.health(*d).is_some_and(|h| h != NodeHealth::Dead));
+            let d = m.deletes.entry(t.txn_id).or_default();
+            for dn in holders {
+                let due = !d.done.contains(&dn)
+                    && d.sent
+                        .get(&dn)
+                        .is_none_or(|at| now.duration_since(*at) >= resend);
+                if due {
+                    d.sent.insert(dn, now);
+                    per_dn
+                        .entry(dn)
+                        .or_default()
+                        .push(pb::DeletedBlocksTransaction {
+                            txn_id: t.txn_id,
+                            container_id: t.container_id,
+                            local_ids: t.local_ids.clone(),
+                        });
+                }
+            }
+        }
+        for (dn, txns) in per_dn {
+            m.commands
+                .push(dn, Command::DeleteBlocks(pb::DeleteBlocksCommand { txns }));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_is_a_quarter_of_the_stale_interval_within_bounds() {
+        assert_eq!(
+            tick_interval(Duration::from_secs(60)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            tick_interval(Duration::from_millis(400)),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            tick_interval(Duration::from_millis(10)),
+            Duration::from_millis(20)
+        );
+    }
+}

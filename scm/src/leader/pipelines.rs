@@ -1,0 +1,256 @@
+//! Pipeline management on the leader: create Raft pipelines of three healthy datanodes
+//! (replicate `CreatePipeline`, then queue a `CreatePipelineCommand` to each member), and
+//! close pipelines that lost a member or that a datanode asked to close (replicate
+//! `ClosePipeline`, close commands to members, finalize its OPEN containers).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rozone_proto::scm as pb;
+use rozone_proto::scm::scm_command::Command;
+use tonic::Status;
+
+use super::{refused, storage_error, Counters, ScmCore};
+use crate::cluster::nodes::NodeHealth;
+use crate::convert;
+use crate::state::types::PIPELINE_MEMBERS;
+use crate::state::{
+    read, ContainerState, PipelineInfo, PipelineState, ScmRequest, ScmResponse, SEQ_PIPELINE_ID,
+};
+
+/// New pipelines to create from `load` (healthy datanode → its open pipelines), at most
+/// `max_per_node` per datanode, never two open pipelines of the same members. Least loaded
+/// datanodes first, ties by id, so the choice is stable.
+pub fn plan_pipelines(
+    load: &BTreeMap<u64, usize>,
+    existing: &BTreeSet<Vec<u64>>,
+    max_per_node: usize,
+) -> Vec<Vec<u64>> {
+    let mut load = load.clone();
+    let mut existing = existing.clone();
+    let mut out = Vec::new();
+    loop {
+        let mut free: Vec<(usize, u64)> = load
+            .iter()
+            .filter(|(_, n)| **n < max_per_node)
+            .map(|(id, n)| (*n, *id))
+            .collect();
+        free.sort_unstable();
+        // The first combination (by load) that is not an existing pipeline.
+        let ids: Vec<u64> = free.iter().map(|(_, id)| *id).collect();
+        let mut chosen = None;
+        'search: for a in 0..ids.len() {
+            for b in a + 1..ids.len() {
+                for c in b + 1..ids.len() {
+                    let mut set = vec![ids[a], ids[b], ids[c]];
+                    set.sort_unstable();
+                    if !existing.contains(&set) {
+                        chosen = Some(set);
+                        break 'search;
+                    }
+                }
+            }
+        }
+        let Some(set) = chosen else {
+            return out;
+        };
+        for id in &set {
+            *load.entry(*id).or_default() += 1;
+        }
+        existing.insert(set.clone());
+        out.push(set);
+    }
+}
+
+impl ScmCore {
+    /// Opens as many pipelines as the healthy datanodes allow.
+    pub async fn create_pipelines(&self) -> Result<Vec<u64>, Status> {
+        let _alloc = self.alloc.lock().await;
+        let pipelines = read::pipelines(&self.group.db()).map_err(storage_error)?;
+        let open: Vec<&PipelineInfo> = pipelines
+            .iter()
+            .filter(|p| p.state == PipelineState::Open)
+            .collect();
+        let plan = {
+            let m = self.lead()?;
+            let mut load: BTreeMap<u64, usize> = m
+                .nodes
+                .healthy_ids()
+                .into_iter()
+                .map(|id| (id, 0))
+                .collect();
+            for p in &open {
+                for id in &p.members {
+                    if let Some(n) = load.get_mut(id) {
+                        *n += 1;
+                    }
+                }
+            }
+            let existing: BTreeSet<Vec<u64>> = open
+                .iter()
+                .map(|p| {
+                    let mut s = p.members.clone();
+                    s.sort_unstable();
+                    s
+                })
+                .collect();
+            plan_pipelines(
+                &load,
+                &existing,
+                self.cfg.max_pipelines_per_datanode as usize,
+            )
+        };
+        let mut created = Vec::new();
+        for members in plan {
+            debug_assert_eq!(members.len(), PIPELINE_MEMBERS);
+            let id = self
+                .ids
+                .next_id(SEQ_PIPELINE_ID)
+                .await
+                .map_err(super::id_error)?;
+            let r = self
+                .write(ScmRequest::CreatePipeline(PipelineInfo {
+                    id,
+                    members: members.clone(),
+                    leader: None,
+                    state: PipelineState::Open,
+                }))
+                .await?;
+            if r != (ScmResponse::PipelineCreated { id }) {
+                return Err(refused("create pipeline", &r));
+            }
+            let mut m = self.lead()?;
+            let details: Vec<pb::DatanodeDetails> = members
+                .iter()
+                .filter_map(|d| {
+                    m.nodes
+                        .get(*d)
+                        .map(|n| convert::datanode_details(&n.details))
+                })
+                .collect();
+            for dn in &members {
+                m.commands.push(
+                    *dn,
+                    Command::CreatePipeline(pb::CreatePipelineCommand {
+                        pipeline_id: id,
+                        members: details.clone(),
+                    }),
+                );
+            }
+            tracing::info!(pipeline = id, ?members, "pipeline created");
+            Counters::add(&self.counters.pipelines_created, 1);
+            created.push(id);
+        }
+        Ok(created)
+    }
+
+    /// Closes pipeline `id` (idempotent): replicated close, close commands to its live
+    /// members, and its OPEN containers go CLOSING (replicas then report CLOSED or
+    /// QUASI_CLOSED). Unknown ids are `NOT_FOUND`.
+    pub async fn close_pipeline(&self, id: u64, reason: &str) -> Result<(), Status> {
+        let db = self.group.db();
+        let Some(p) = read::pipeline(&db, id).map_err(storage_error)? else {
+            return Err(Status::not_found(format!("pipeline {id} does not exist")));
+        };
+        drop(db);
+        if p.state == PipelineState::Open {
+            let r = self.write(ScmRequest::ClosePipeline { id }).await?;
+            if r != (ScmResponse::PipelineClosed { id }) {
+                return Err(refused("close pipeline", &r));
+            }
+            tracing::info!(pipeline = id, reason, "pipeline closed");
+            Counters::add(&self.counters.pipelines_closed, 1);
+            let mut m = self.lead()?;
+            m.pipeline_leaders.remove(&id);
+            for dn in &p.members {
+                if m.nodes.health(*dn).is_some_and(|h| h != NodeHealth::Dead) {
+                    m.commands.push(
+                        *dn,
+                        Command::ClosePipeline(pb::ClosePipelineCommand { pipeline_id: id }),
+                    );
+                }
+            }
+        }
+        let open = read::containers(&self.group.db(), Some(ContainerState::Open))
+            .map_err(storage_error)?;
+        for c in open.into_iter().filter(|c| c.pipeline_id == id) {
+            self.finalize_container(c.id, "its pipeline closed").await?;
+        }
+        Ok(())
+    }
+
+    /// Closes open pipelines with a DEAD member, or with a member this leader has not
+    /// heard of for `datanode_dead_after` since it took over.
+    pub async fn close_failed_pipelines(&self) -> Result<(), Status> {
+        let pipelines = read::pipelines(&self.group.db()).map_err(storage_error)?;
+        let failed: Vec<(u64, u64)> = {
+            let m = self.lead()?;
+            let grace_over = m.started.elapsed() >= self.cfg.datanode_dead_after;
+            pipelines
+                .iter()
+                .filter(|p| p.state == PipelineState::Open)
+                .filter_map(|p| {
+                    p.members
+                        .iter()
+                        .find(|d| match m.nodes.health(**d) {
+                            Some(h) => h == NodeHealth::Dead,
+                            None => grace_over,
+                        })
+                        .map(|d| (p.id, *d))
+                })
+                .collect()
+        };
+        for (id, dn) in failed {
+            self.close_pipeline(id, &format!("member datanode {dn} is dead"))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The wire form of a pipeline, with member addresses from the registry (a member the
+    /// leader does not know yet is listed by id only) and the reported leader.
+    pub fn pipeline_pb(&self, p: &PipelineInfo, m: &crate::cluster::ClusterState) -> pb::Pipeline {
+        pb::Pipeline {
+            id: p.id,
+            members: p
+                .members
+                .iter()
+                .map(|d| match m.nodes.get(*d) {
+                    Some(n) => convert::datanode_details(&n.details),
+                    None => pb::DatanodeDetails {
+                        id: *d,
+                        ..Default::default()
+                    },
+                })
+                .collect(),
+            leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
+            state: convert::pipeline_state(p.state) as i32,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_distinct_pipelines_within_the_per_node_limit() {
+        let load: BTreeMap<u64, usize> = (1..=3).map(|i| (i, 0)).collect();
+        assert_eq!(
+            plan_pipelines(&load, &BTreeSet::new(), 2),
+            vec![vec![1, 2, 3]]
+        );
+        // The same three again would be a duplicate.
+        let existing = BTreeSet::from([vec![1, 2, 3]]);
+        let load: BTreeMap<u64, usize> = (1..=3).map(|i| (i, 1)).collect();
+        assert!(plan_pipelines(&load, &existing, 2).is_empty());
+        // Two datanodes are not enough.
+        let load: BTreeMap<u64, usize> = (1..=2).map(|i| (i, 0)).collect();
+        assert!(plan_pipelines(&load, &BTreeSet::new(), 2).is_empty());
+        // Six nodes, at most one pipeline each: two disjoint pipelines.
+        let load: BTreeMap<u64, usize> = (1..=6).map(|i| (i, 0)).collect();
+        assert_eq!(
+            plan_pipelines(&load, &BTreeSet::new(), 1),
+            vec![vec![1, 2, 3], vec![4, 5, 6]]
+        );
+    }
+}

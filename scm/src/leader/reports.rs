@@ -1,0 +1,471 @@
+//! Register and heartbeat: the datanode protocol's effect on the leader's state.
+//!
+//! Everything in a request is converted and checked first, so a malformed request changes
+//! nothing. Then the registry, replica map and command outcomes are updated in memory, and
+//! what the reports imply for the replicated container state (usage, CLOSING → CLOSED, …)
+//! is written through the log. The reply carries the datanode's queued commands.
+
+use std::time::Instant;
+
+use rozone_proto::scm as pb;
+use rozone_proto::scm::scm_command::Command;
+use tonic::Status;
+
+use super::{storage_error, Counters, ScmCore};
+use crate::cluster::commands::Sent;
+use crate::cluster::nodes::{Datanode, Heard};
+use crate::cluster::replicas::{ReplicaReport, ReplicaState};
+use crate::convert::{self, Invalid};
+use crate::state::{read, ContainerEvent, ContainerInfo, ContainerState, ScmRequest};
+
+/// What one replica report asks of the SCM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reaction {
+    /// Record higher usage / BCSID for the container.
+    Usage {
+        used_bytes: u64,
+        key_count: u64,
+        bcsid: u64,
+    },
+    /// Move the container through its lifecycle.
+    Event(ContainerEvent),
+    /// Tell this datanode to close its replica.
+    Close { force: bool },
+    /// Tell this datanode to delete its replica.
+    Delete,
+}
+
+/// The reactions to replica `r` of container `c`; `container_size` is when an OPEN one is
+/// full. Pure, so the container lifecycle driven by reports is tested without a cluster.
+pub fn react(c: &ContainerInfo, r: &ReplicaReport, container_size: u64) -> Vec<Reaction> {
+    use ContainerState as C;
+    use ReplicaState as R;
+    let Some(state) = r.state else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let live = matches!(c.state, C::Open | C::Closing | C::QuasiClosed);
+    let ahead = r.bcsid > c.bcsid
+        || (r.bcsid == c.bcsid && (r.used_bytes > c.used_bytes || r.block_count > c.key_count));
+    if live && ahead && state != R::Unhealthy {
+        out.push(Reaction::Usage {
+            used_bytes: r.used_bytes.max(c.used_bytes),
+            key_count: r.block_count.max(c.key_count),
+            bcsid: r.bcsid.max(c.bcsid),
+        });
+    }
+    let caught_up = r.bcsid >= c.bcsid;
+    match (c.state, state) {
+        (C::Open, R::Closed | R::QuasiClosed | R::Unhealthy) => {
+            out.push(Reaction::Event(ContainerEvent::Finalize))
+        }
+        (C::Open, R::Open | R::Closing) if r.used_bytes >= container_size => {
+            out.push(Reaction::Event(ContainerEvent::Finalize))
+        }
+        (C::Closing, R::Closed) if caught_up => out.push(Reaction::Event(ContainerEvent::Close)),
+        (C::Closing, R::QuasiClosed) => out.push(Reaction::Event(ContainerEvent::QuasiClose)),
+        (C::Closing, R::Open | R::Closing) => out.push(Reaction::Close { force: false }),
+        (C::QuasiClosed, R::Closed) if caught_up => {
+            out.push(Reaction::Event(ContainerEvent::Close))
+        }
+        (C::QuasiClosed | C::Closed, R::Open | R::Closing) => {
+            out.push(Reaction::Close { force: true })
+        }
+        (C::Closed, R::QuasiClosed) if caught_up => out.push(Reaction::Close { force: true }),
+        (C::Deleting | C::Deleted, _) => out.push(Reaction::Delete),
+        _ => {}
+    }
+    out
+}
+
+/// A checked heartbeat.
+struct Beat {
+    dn: u64,
+    usage: Option<crate::cluster::nodes::NodeUsage>,
+    full: Option<Vec<ReplicaReport>>,
+    incremental: Vec<ReplicaReport>,
+    pipelines: Vec<pb::PipelineReport>,
+    close_pipelines: Vec<(u64, String)>,
+    statuses: Vec<(u64, bool)>,
+}
+
+fn check_beat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
+    if r.datanode_id == 0 {
+        return Err(Invalid("datanode_id must be above 0".into()));
+    }
+    let full = r
+        .full_container_report
+        .as_ref()
+        .map(|f| convert::replica_reports(&f.replicas, false))
+        .transpose()?;
+    let incremental = convert::replica_reports(&r.incremental_container_report, true)?;
+    let mut close_pipelines = Vec::new();
+    for a in &r.pipeline_actions {
+        if a.pipeline_id == 0 {
+            return Err(Invalid(
+                "pipeline action: pipeline_id must be above 0".into(),
+            ));
+        }
+        match pb::pipeline_action::Action::try_from(a.action) {
+            Ok(pb::pipeline_action::Action::Close) => {
+                close_pipelines.push((a.pipeline_id, a.reason.clone()))
+            }
+            _ => {
+                return Err(Invalid(format!(
+                    "pipeline {}: action {} is not CLOSE",
+                    a.pipeline_id, a.action
+                )))
+            }
+        }
+    }
+    let mut statuses = Vec::new();
+    for s in &r.command_status {
+        match pb::command_status::Status::try_from(s.status) {
+            Ok(pb::command_status::Status::Executed) => statuses.push((s.command_id, true)),
+            Ok(pb::command_status::Status::Failed) => statuses.push((s.command_id, false)),
+            Ok(pb::command_status::Status::Pending) => {}
+            _ => {
+                return Err(Invalid(format!(
+                    "command {}: status {} is not PENDING, EXECUTED or FAILED",
+                    s.command_id, s.status
+                )))
+            }
+        }
+    }
+    Ok(Beat {
+        dn: r.datanode_id,
+        usage: r.node_report.as_ref().map(convert::node_usage),
+        full,
+        incremental,
+        pipelines: r.pipeline_reports.clone(),
+        close_pipelines,
+        statuses,
+    })
+}
+
+impl ScmCore {
+    pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, Status> {
+        let details = r
+            .datanode
+            .as_ref()
+            .ok_or_else(|| Invalid("datanode is missing".into()))?;
+        let dn = Datanode::try_from(details)?;
+        let full = match &r.container_report {
+            Some(c) => convert::replica_reports(&c.replicas, false)?,
+            None => Vec::new(),
+        };
+        let usage = r
+            .node_report
+            .as_ref()
+            .map(convert::node_usage)
+            .unwrap_or_default();
+        let cluster_id = read::cluster_id(&self.group.db())
+            .map_err(storage_error)?
+            .ok_or_else(|| Status::failed_precondition("the SCM ring has no cluster id yet"))?;
+        let id = dn.id;
+        {
+            let mut m = self.lead()?;
+            let now = Instant::now();
+            if m.nodes.register(dn.clone(), usage, now) {
+                tracing::info!(datanode = id, host = %dn.hostname, "datanode registered");
+            }
+            // A re-registering node starts over: old commands and replicas are void.
+            m.commands.clear(id);
+            m.replicas.full_report(id, &full, now);
+            self.pipeline_leaders(&mut m, id, &r.pipeline_reports);
+        }
+        Counters::add(&self.counters.registrations, 1);
+        self.react_all(id, &full).await?;
+        self.check_reported_pipelines(id, &r.pipeline_reports)?;
+        Ok(pb::RegisterReply {
+            cluster_id,
+            datanode_id: id,
+        })
+    }
+
+    fn pipeline_leaders(
+        &self,
+        m: &mut crate::cluster::ClusterState,
+        dn: u64,
+        reports: &[pb::PipelineReport],
+    ) {
+        for p in reports.iter().filter(|p| p.is_leader) {
+            m.pipeline_leaders.insert(p.pipeline_id, dn);
+        }
+    }
+
+    pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, Status> {
+        let b = check_beat(&r)?;
+        let mut txns_done = Vec::new();
+        {
+            let mut m = self.lead()?;
+            let now = Instant::now();
+            if m.nodes.heartbeat(b.dn, b.usage, now) == Heard::MustRegister {
+                return Ok(pb::HeartbeatReply {
+                    commands: Vec::new(),
+                    reregister: true,
+                });
+            }
+            if let Some(full) = &b.full {
+                m.replicas.full_report(b.dn, full, now);
+            }
+            m.replicas.incremental_report(b.dn, &b.incremental, now);
+            self.pipeline_leaders(&mut m, b.dn, &b.pipelines);
+            for (id, ok) in &b.statuses {
+                match m.commands.finish(b.dn, *id) {
+                    Some(Sent::DeleteBlocks { txn_ids }) => {
+                        for t in txn_ids {
+                            if let Some(d) = m.deletes.get_mut(&t) {
+                                if *ok {
+                                    d.done.insert(b.dn);
+                                } else {
+                                    d.sent.remove(&b.dn);
+                                }
+                            }
+                        }
+                    }
+                    Some(Sent::Replicate { container }) => m.end_inflight(container, b.dn, true),
+                    Some(Sent::DeleteContainer { container }) => {
+                        m.end_inflight(container, b.dn, false);
+                        if *ok {
+                            m.replicas.remove(container, b.dn);
+                        }
+                    }
+                    Some(Sent::Other) | None => {}
+                }
+            }
+            m.deletes.retain(|t, d| {
+                let finished = !d.sent.is_empty() && d.sent.keys().all(|dn| d.done.contains(dn));
+                if finished {
+                    txns_done.push(*t);
+                }
+                !finished
+            });
+        }
+        Counters::add(&self.counters.heartbeats, 1);
+        let mut reported = b.full.clone().unwrap_or_default();
+        reported.extend(b.incremental.iter().cloned());
+        self.react_all(b.dn, &reported).await?;
+        for (p, reason) in &b.close_pipelines {
+            self.close_pipeline(*p, &format!("datanode {}: {reason}", b.dn))
+                .await?;
+        }
+        self.check_reported_pipelines(b.dn, &b.pipelines)?;
+        if !txns_done.is_empty() {
+            let n = txns_done.len() as u64;
+            self.write(ScmRequest::RemoveDeletedBlocks { txn_ids: txns_done })
+                .await?;
+            Counters::add(&self.counters.deleted_block_txns_done, n);
+        }
+        let commands = self.lead()?.commands.take(b.dn);
+        Counters::add(&self.counters.commands_sent, commands.len() as u64);
+        Ok(pb::HeartbeatReply {
+            commands,
+            reregister: false,
+        })
+    }
+
+    /// Applies what each reported replica implies for its container.
+    async fn react_all(&self, dn: u64, reports: &[ReplicaReport]) -> Result<(), Status> {
+        let size = self.cfg.container_size.as_u64();
+        for r in reports {
+            // A few rounds: a replica that reports CLOSED of an OPEN container first
+            // finalizes it, then closes it, from the same report.
+            for _ in 0..3 {
+                let Some(c) = self.container(r.container_id)? else {
+                    tracing::warn!(
+                        datanode = dn,
+                        container = r.container_id,
+                        "replica of a container the SCM does not know"
+                    );
+                    break;
+                };
+                let reactions = react(&c, r, size);
+                let mut changed = false;
+                for x in reactions {
+                    changed |= self.enact(dn, &c, x).await?;
+                }
+                if !changed {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns whether the container's state changed (so the report is judged again).
+    async fn enact(&self, dn: u64, c: &ContainerInfo, x: Reaction) -> Result<bool, Status> {
+        match x {
+            Reaction::Usage {
+                used_bytes,
+                key_count,
+                bcsid,
+            } => {
+                self.write(ScmRequest::UpdateContainerUsage {
+                    id: c.id,
+                    used_bytes,
+                    key_count,
+                    bcsid,
+                })
+                .await?;
+                Ok(false)
+            }
+            Reaction::Event(ContainerEvent::Finalize) => {
+                let r = self
+                    .finalize_container(c.id, "reported full or closed")
+                    .await?;
+                Ok(matches!(
+                    r,
+                    crate::state::ScmResponse::ContainerUpdated { .. }
+                ))
+            }
+            Reaction::Event(event) => {
+                let r = self
+                    .write(ScmRequest::UpdateContainer { id: c.id, event })
+                    .await?;
+                if let crate::state::ScmResponse::ContainerUpdated { state, .. } = r {
+                    tracing::info!(container = c.id, %state, "container state from replica report");
+                    return Ok(true);
+                }
+                Ok(false)
+            }
+            Reaction::Close { force } => {
+                let cmd = Command::CloseContainer(pb::CloseContainerCommand {
+                    container_id: c.id,
+                    pipeline_id: c.pipeline_id,
+                    force,
+                });
+                let mut m = self.lead()?;
+                if !m.commands.has_queued(dn, &cmd) {
+                    m.commands.push(dn, cmd);
+                }
+                Ok(false)
+            }
+            Reaction::Delete => {
+                let cmd = Command::DeleteContainer(pb::DeleteContainerCommand {
+                    container_id: c.id,
+                    force: true,
+                });
+                let mut m = self.lead()?;
+                if !m.commands.has_queued(dn, &cmd) {
+                    m.commands.push(dn, cmd);
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// A datanode reporting a pipeline the SCM does not have open is told to close it.
+    fn check_reported_pipelines(
+        &self,
+        dn: u64,
+        reports: &[pb::PipelineReport],
+    ) -> Result<(), Status> {
+        let db = self.group.db();
+        for p in reports {
+            let open = read::pipeline(&db, p.pipeline_id)
+                .map_err(storage_error)?
+                .is_some_and(|x| x.state == crate::state::PipelineState::Open);
+            if !open {
+                let cmd = Command::ClosePipeline(pb::ClosePipelineCommand {
+                    pipeline_id: p.pipeline_id,
+                });
+                let mut m = self.lead()?;
+                if !m.commands.has_queued(dn, &cmd) {
+                    m.commands.push(dn, cmd);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::ReplicationFactor;
+
+    fn c(state: ContainerState, bcsid: u64) -> ContainerInfo {
+        ContainerInfo {
+            id: 1,
+            state,
+            replication: ReplicationFactor::Three,
+            owner: "om".into(),
+            pipeline_id: 1,
+            used_bytes: 100,
+            key_count: 2,
+            bcsid,
+            created_at: 0,
+        }
+    }
+
+    fn r(state: ReplicaState, bcsid: u64, used: u64) -> ReplicaReport {
+        ReplicaReport {
+            container_id: 1,
+            state: Some(state),
+            bcsid,
+            block_count: 2,
+            used_bytes: used,
+            origin_pipeline: 1,
+        }
+    }
+
+    use ContainerState as C;
+    use ReplicaState as R;
+
+    #[test]
+    fn reports_drive_the_container_lifecycle() {
+        assert_eq!(react(&c(C::Open, 5), &r(R::Open, 5, 100), 1000), vec![]);
+        assert_eq!(
+            react(&c(C::Open, 5), &r(R::Open, 6, 1000), 1000),
+            vec![
+                Reaction::Usage {
+                    used_bytes: 1000,
+                    key_count: 2,
+                    bcsid: 6
+                },
+                Reaction::Event(ContainerEvent::Finalize)
+            ]
+        );
+        assert_eq!(
+            react(&c(C::Open, 5), &r(R::Closed, 5, 100), 1000),
+            vec![Reaction::Event(ContainerEvent::Finalize)]
+        );
+        assert_eq!(
+            react(&c(C::Closing, 5), &r(R::Closed, 5, 100), 1000),
+            vec![Reaction::Event(ContainerEvent::Close)]
+        );
+        // A replica behind the container's BCSID does not close it.
+        assert_eq!(
+            react(&c(C::Closing, 5), &r(R::Closed, 4, 100), 1000),
+            vec![]
+        );
+        assert_eq!(
+            react(&c(C::Closing, 5), &r(R::QuasiClosed, 5, 100), 1000),
+            vec![Reaction::Event(ContainerEvent::QuasiClose)]
+        );
+        assert_eq!(
+            react(&c(C::Closing, 5), &r(R::Open, 5, 100), 1000),
+            vec![Reaction::Close { force: false }]
+        );
+        assert_eq!(
+            react(&c(C::QuasiClosed, 5), &r(R::Closed, 5, 100), 1000),
+            vec![Reaction::Event(ContainerEvent::Close)]
+        );
+        assert_eq!(
+            react(&c(C::Closed, 5), &r(R::QuasiClosed, 5, 100), 1000),
+            vec![Reaction::Close { force: true }]
+        );
+        assert_eq!(react(&c(C::Closed, 5), &r(R::Closed, 5, 100), 1000), vec![]);
+        assert_eq!(
+            react(&c(C::Deleting, 5), &r(R::Closed, 5, 100), 1000),
+            vec![Reaction::Delete]
+        );
+        // A closed container's usage is not rewritten by reports; nor by an UNHEALTHY replica.
+        assert_eq!(react(&c(C::Closed, 5), &r(R::Closed, 9, 100), 1000), vec![]);
+        assert_eq!(
+            react(&c(C::Open, 5), &r(R::Unhealthy, 9, 100), 1000),
+            vec![Reaction::Event(ContainerEvent::Finalize)]
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! One ReplicationManager pass on the leader: judge every CLOSED / QUASI_CLOSED container
+//! with [`crate::cluster::replication::decide`] and send what it decided (replicate to new
+//! targets with the best sources first, delete the worst replicas, force-close a quasi-closed
+//! majority); re-send close commands for CLOSING containers; end in-flight commands that
+//! finished or timed out.
+
+use std::time::Instant;
+
+use rozone_proto::scm as pb;
+use rozone_proto::scm::scm_command::Command;
+use tonic::Status;
+
+use super::{storage_error, Counters, ScmCore};
+use crate::cluster::nodes::NodeHealth;
+use crate::cluster::replicas::ReplicaState;
+use crate::cluster::replication::{
+    self, ContainerView, Decision, InflightView, ReplicaView, Verdict,
+};
+use crate::cluster::{ClusterState, Inflight};
+use crate::convert;
+use crate::state::{read, ContainerInfo, ContainerState};
+
+/// Ids listed per problem kind in the status.
+const LISTED: usize = 100;
+
+pub fn view(c: &ContainerInfo) -> ContainerView {
+    ContainerView {
+        id: c.id,
+        state: c.state,
+        bcsid: c.bcsid,
+        key_count: c.key_count,
+        used_bytes: c.used_bytes,
+        wanted: c.replication.replicas(),
+    }
+}
+
+pub fn replica_views(m: &ClusterState, id: u64) -> Vec<ReplicaView> {
+    m.replicas
+        .replicas(id)
+        .into_iter()
+        .map(|r| ReplicaView {
+            datanode: r.datanode,
+            state: r.state,
+            bcsid: r.bcsid,
+            block_count: r.block_count,
+            node: m.nodes.health(r.datanode).unwrap_or(NodeHealth::Dead),
+        })
+        .collect()
+}
+
+/// The judgement of `c` with the leader's current knowledge.
+pub fn judge(m: &ClusterState, c: &ContainerInfo) -> (Decision, Vec<ReplicaView>) {
+    let replicas = replica_views(m, c.id);
+    let inflight = m
+        .inflight
+        .get(&c.id)
+        .map_or_else(InflightView::default, |v| InflightView {
+            adds: v.iter().filter(|i| i.add).map(|i| i.datanode).collect(),
+            deletes: v.iter().filter(|i| !i.add).map(|i| i.datanode).collect(),
+        });
+    // Targets: healthy datanodes, fewest replicas first, then most free space.
+    let mut candidates: Vec<(usize, std::cmp::Reverse<u64>, u64)> = m
+        .nodes
+        .all()
+        .filter(|n| n.health == NodeHealth::Healthy)
+        .map(|n| {
+            (
+                m.replicas.count_on(n.details.id),
+                std::cmp::Reverse(n.usage.remaining),
+                n.details.id,
+            )
+        })
+        .collect();
+    candidates.sort_unstable();
+    let ids: Vec<u64> = candidates.into_iter().map(|(_, _, id)| id).collect();
+    (
+        replication::decide(&view(c), &replicas, &inflight, &ids),
+        replicas,
+    )
+}
+
+impl ScmCore {
+    pub async fn run_replication_manager(&self) -> Result<(), Status> {
+        let started = Instant::now();
+        let containers = read::containers(&self.group.db(), None).map_err(storage_error)?;
+        let timeout = self.cfg.replication_inflight_timeout;
+        let mut closing = Vec::new();
+        {
+            let mut m = self.lead()?;
+            if m.safe_mode.in_safe_mode {
+                return Ok(());
+            }
+            let now = Instant::now();
+            // Finished in-flight work: the target holds a healthy copy, or the deleted
+            // replica is gone; or it timed out.
+            let mut timed_out = 0;
+            let keys: Vec<u64> = m.inflight.keys().copied().collect();
+            for id in keys {
+                let c = containers.iter().find(|c| c.id == id);
+                let replicas = m.replicas.replicas(id);
+                let Some(v) = m.inflight.get_mut(&id) else {
+                    continue;
+                };
+                v.retain(|i| {
+                    let present = replicas.iter().find(|r| r.datanode == i.datanode);
+                    let done = match (i.add, present) {
+                        (true, Some(r)) => {
+                            r.state == ReplicaState::Closed && c.is_some_and(|c| r.bcsid >= c.bcsid)
+                        }
+                        (true, None) => false,
+                        (false, p) => p.is_none(),
+                    };
+                    if !done && now >= i.deadline {
+                        timed_out += 1;
+                    }
+                    !done && now < i.deadline
+                });
+                if v.is_empty() {
+                    m.inflight.remove(&id);
+                }
+            }
+            m.rm.timeouts += timed_out;
+            let (mut healthy, mut under, mut over, mut missing) = (0, vec![], vec![], vec![]);
+            for c in &containers {
+                if c.state == ContainerState::Closing {
+                    closing.push(c.id);
+                    continue;
+                }
+                let (d, _) = judge(&m, c);
+                match d.verdict() {
+                    Verdict::Healthy => healthy += 1,
+                    Verdict::UnderReplicated => under.push(c.id),
+                    Verdict::OverReplicated => over.push(c.id),
+                    Verdict::Missing => missing.push(c.id),
+                    Verdict::NotChecked => {}
+                }
+                self.enact_decision(&mut m, c.id, &d, now + timeout);
+            }
+            let st = &mut m.rm;
+            st.healthy = healthy;
+            st.under = under;
+            st.over = over;
+            st.missing = missing;
+            st.runs += 1;
+            st.last_run = Some(now);
+        }
+        for id in closing {
+            self.send_close_commands(id, false)?;
+        }
+        let mut m = self.lead()?;
+        m.rm.last_duration = started.elapsed();
+        Counters::add(&self.counters.rm_runs, 1);
+        Ok(())
+    }
+
+    fn enact_decision(&self, m: &mut ClusterState, id: u64, d: &Decision, deadline: Instant) {
+        if !d.replicate_to.is_empty() {
+            let sources: Vec<pb::DatanodeDetails> = d
+                .sources
+                .iter()
+                .filter_map(|s| {
+                    m.nodes
+                        .get(*s)
+                        .map(|n| convert::datanode_details(&n.details))
+                })
+                .collect();
+            for t in &d.replicate_to {
+                let command_id = m.commands.push(
+                    *t,
+                    Command::ReplicateContainer(pb::ReplicateContainerCommand {
+                        container_id: id,
+                        sources: sources.clone(),
+                    }),
+                );
+                m.inflight.entry(id).or_default().push(Inflight {
+                    add: true,
+                    datanode: *t,
+                    command_id,
+                    deadline,
+                });
+                m.rm.replicate_sent += 1;
+                Counters::add(&self.counters.replicate_commands, 1);
+                tracing::info!(container = id, target = t, sources = ?d.sources, "replicating under-replicated container");
+            }
+        }
+        for dn in &d.delete {
+            let command_id = m.commands.push(
+                *dn,
+                Command::DeleteContainer(pb::DeleteContainerCommand {
+                    container_id: id,
+                    force: true,
+                }),
+            );
+            m.inflight.entry(id).or_default().push(Inflight {
+                add: false,
+                datanode: *dn,
+                command_id,
+                deadline,
+            });
+            m.rm.delete_sent += 1;
+            Counters::add(&self.counters.delete_container_commands, 1);
+            tracing::info!(
+                container = id,
+                datanode = dn,
+                "deleting excess or unhealthy replica"
+            );
+        }
+        for dn in &d.force_close {
+            let cmd = Command::CloseContainer(pb::CloseContainerCommand {
+                container_id: id,
+                pipeline_id: 0,
+                force: true,
+            });
+            if !m.commands.has_queued(*dn, &cmd) {
+                m.commands.push(*dn, cmd);
+            }
+        }
+    }
+
+    /// ReplicationManager status for the admin RPC.
+    pub fn replication_status(&self) -> Result<pb::ReplicationManagerStatusReply, Status> {
+        let m = self.lead()?;
+        let (adds, deletes) = m.inflight_counts();
+        let s = &m.rm;
+        let list = |v: &Vec<u64>| v.iter().copied().take(LISTED).collect::<Vec<u64>>();
+        Ok(pb::ReplicationManagerStatusReply {
+            healthy: s.healthy,
+            under_replicated: s.under.len() as u64,
+            over_replicated: s.over.len() as u64,
+            missing: s.missing.len() as u64,
+            inflight_adds: adds,
+            inflight_deletes: deletes,
+            runs: s.runs,
+            last_run_age_ms: s.last_run.map(|t| t.elapsed().as_millis() as u64),
+            last_run_duration_ms: s.last_duration.as_millis() as u64,
+            under_replicated_containers: list(&s.under),
+            over_replicated_containers: list(&s.over),
+            missing_containers: list(&s.missing),
+            replicate_commands_sent: s.replicate_sent,
+            delete_commands_sent: s.delete_sent,
+            inflight_timeouts: s.timeouts,
+        })
+    }
+}

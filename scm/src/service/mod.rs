@@ -1,0 +1,60 @@
+//! The SCM's gRPC services on the client port, thin over [`crate::leader::ScmCore`]:
+//! `ScmDatanode` (register, heartbeat), `ScmBlock` (allocate, delete blocks) and `ScmAdmin`.
+//! Errors reach the wire through one mapping: Raft refusals via `raft_status("SCM", ..)`,
+//! bad fields as `INVALID_ARGUMENT`, unknown ids as `NOT_FOUND`, wrong states as
+//! `FAILED_PRECONDITION`.
+
+pub mod admin;
+
+use std::sync::Arc;
+
+use rozone_proto::scm as pb;
+use rozone_proto::scm::scm_block_server::ScmBlock;
+use rozone_proto::scm::scm_datanode_server::ScmDatanode;
+use tonic::{Request, Response, Status};
+
+use crate::leader::ScmCore;
+
+pub struct DatanodeService(pub Arc<ScmCore>);
+
+#[tonic::async_trait]
+impl ScmDatanode for DatanodeService {
+    async fn register(
+        &self,
+        req: Request<pb::RegisterRequest>,
+    ) -> Result<Response<pb::RegisterReply>, Status> {
+        self.0.register(req.into_inner()).await.map(Response::new)
+    }
+
+    async fn heartbeat(
+        &self,
+        req: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatReply>, Status> {
+        self.0.heartbeat(req.into_inner()).await.map(Response::new)
+    }
+}
+
+pub struct BlockService(pub Arc<ScmCore>);
+
+#[tonic::async_trait]
+impl ScmBlock for BlockService {
+    async fn allocate_block(
+        &self,
+        req: Request<pb::AllocateBlockRequest>,
+    ) -> Result<Response<pb::AllocateBlockReply>, Status> {
+        self.0
+            .allocate_blocks(req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn delete_blocks(
+        &self,
+        req: Request<pb::DeleteBlocksRequest>,
+    ) -> Result<Response<pb::DeleteBlocksReply>, Status> {
+        self.0
+            .delete_blocks(req.into_inner())
+            .await
+            .map(Response::new)
+    }
+}
