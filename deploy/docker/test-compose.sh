@@ -118,8 +118,27 @@ wait_healthy() {
     done
 }
 
-# The CLI in the client container (stdin: nothing, or the script's would be read).
-cli() { dc exec -T client rozone "$@" </dev/null; }
+# The CLI in the client container (stdin: nothing, or the script's would be read). With
+# --scm-only the client service is not up: a one-off container of it runs the command.
+cli() {
+    if $scm_only; then
+        dc run --rm --no-deps -T client rozone "$@" </dev/null
+    else
+        dc exec -T client rozone "$@" </dev/null
+    fi
+}
+
+# ready SERVICE PORT: the daemon's /ready answers 200 now (the healthcheck status lags).
+ready() { dc exec -T "$1" /bin/busybox wget -q -O /dev/null "http://127.0.0.1:$2/ready" </dev/null; }
+
+# has_new_leader KIND OLD: the KIND ring, asked without OLD, has a ready leader other than OLD.
+has_new_leader() {
+    local json
+    json=$(cli admin "$1" roles --json) || return 1
+    jq -e --arg kind "$1" --arg old "$2" \
+        '.leader_id != null and ($kind + (.leader_id | tostring)) != $old' \
+        <<<"$json" >/dev/null || { echo "$1 roles: $json" >&2; return 1; }
+}
 
 # retry SECONDS CMD...: runs CMD until it succeeds, for up to SECONDS; the last error shows.
 retry() {
@@ -182,20 +201,30 @@ if $scm_only; then
     timeout 600 "${compose[@]}" -p "$project" -f "$here/compose.yaml" up -d scm1 scm2 scm3 \
         >"$work/up.log" 2>&1 || fail "compose up: $(tail -n 5 "$work/up.log")"
     wait_healthy 300 scm1 scm2 scm3
-    pass "SCM ring up: scm1 initialised it, scm2 and scm3 joined by --bootstrap, all healthy"
-    step "restart scm2 (--bootstrap on its existing data is a plain restart)"
-    dc restart -t 20 scm2 >/dev/null 2>&1 || fail "compose restart scm2"
-    wait_healthy 120 scm2
-    dc stop -t 20 scm1 >/dev/null 2>&1 || fail "compose stop scm1"
-    wait_healthy 60 scm2 scm3
-    pass "scm2 and scm3 stay healthy (a ring of two of three) with scm1 stopped"
-    dc start scm1 >/dev/null 2>&1 || fail "compose start scm1"
-    wait_healthy 120 scm1
-    pass "scm1 (--init) restarted as it was and is healthy again"
-    docker run --rm --network "${project}_rozone" "$image" /bin/busybox wget -q -O - \
-        http://scm3:9876/metrics >"$work/metrics" || fail "scm3 /metrics"
+    retry 60 roles_caught_up scm 3 >/dev/null || fail "admin scm roles: not 3 voters following one leader"
+    pass "SCM ring up: scm1 initialised it, scm2 and scm3 joined by --bootstrap; 3 voters, all following"
+    scm_down=$(leader_service scm) || fail "admin scm roles shows no leader"
+    others=$(printf '%s\n' scm1 scm2 scm3 | grep -vx "$scm_down" | tr '\n' ' ')
+    step "stop the SCM leader $scm_down"
+    dc stop -t 20 "$scm_down" >/dev/null 2>&1 || fail "compose stop $scm_down"
+    retry 60 has_new_leader scm "$scm_down" >/dev/null || fail "no new SCM leader after stopping $scm_down"
+    for s in $others; do
+        retry 60 ready "$s" 9876 || fail "$s not ready with $scm_down stopped"
+    done
+    pass "a new SCM leader was elected among $others; both ready"
+    step "start $scm_down again, restart the others one by one"
+    dc start "$scm_down" >/dev/null 2>&1 || fail "compose start $scm_down"
+    wait_healthy 120 "$scm_down"
+    for s in $others; do
+        dc restart -t 20 "$s" >/dev/null 2>&1 || fail "compose restart $s"
+        wait_healthy 120 "$s"
+    done
+    retry 60 roles_caught_up scm 3 >/dev/null || fail "admin scm roles: not all following after the restarts"
+    pass "restarted SCMs (--init and --bootstrap as plain restarts) rejoined: 3 voters, all following"
+    dc exec -T scm3 /bin/busybox wget -q -O - http://127.0.0.1:9876/metrics </dev/null >"$work/metrics" ||
+        fail "scm3 /metrics"
     grep -q '^rozone_raft_term ' "$work/metrics" || fail "scm3 /metrics lacks rozone_raft_term"
-    pass "/metrics answers over the compose network"
+    pass "/metrics answers"
     step "done in $((SECONDS - started))s (SCM ring only)"
     exit 0
 fi
