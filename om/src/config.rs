@@ -2,10 +2,12 @@
 //! and the ring's `[[peers]]`.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use rozone_config::{
-    check_host_ports, check_listen_addrs, check_peers, config_struct, listen_on, ConfigError,
-    DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Peer, Problems, RaftSection,
+    check_host_ports, check_listen_addrs, check_peers, config_struct, listen_on, ByteSize,
+    ConfigError, DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Peer, Problems,
+    RaftSection,
 };
 
 config_struct! {
@@ -19,6 +21,47 @@ config_struct! {
         /// Client addresses (host:port) of the SCM ring's members; any one
         /// that answers points the OM at the leader.
         pub scm_addrs: Vec<String> = vec!["127.0.0.1:9860".into()],
+        /// How long a call to the SCM (block allocation, block deletion) may
+        /// take in all, retries on other SCMs included.
+        #[serde(with = "rozone_config::duration")]
+        pub scm_timeout: Duration = Duration::from_secs(20),
+        /// Block size the OM asks the SCM for when it sizes an open key
+        /// (blocks = key size / block size, rounded up).
+        pub block_size: ByteSize = ByteSize::mib(256),
+        /// The most blocks one open key, allocation or commit may carry:
+        /// larger requests are refused as too large.
+        pub max_blocks_per_key: u32 = 1024,
+        /// An open key not committed within this time is removed (and its
+        /// blocks given back); allocating a block extends it.
+        #[serde(with = "rozone_config::duration")]
+        pub open_key_expiry: Duration = Duration::from_secs(7 * 24 * 3600),
+        /// How often the leader looks for expired open keys and for deleted
+        /// blocks to hand to the SCM.
+        #[serde(with = "rozone_config::duration")]
+        pub cleanup_interval: Duration = Duration::from_secs(60),
+        /// Largest gRPC request the client port accepts.
+        pub max_request_size: ByteSize = ByteSize::mib(4),
+        /// LOCAL_LEASE reads: off by default. When on, a follower answers a
+        /// LOCAL_LEASE read from its own state if it knows its leader, heard
+        /// from it within local_lease_time, and is within local_lease_log_limit
+        /// entries of the leader's commit index (which must be from the
+        /// leader's current term).
+        pub local_lease_enabled: bool = false,
+        /// LOCAL_LEASE: the longest time since the last append from the leader
+        /// a follower may still serve with; a request may ask for less.
+        #[serde(with = "rozone_config::duration")]
+        pub local_lease_time: Duration = Duration::from_secs(5),
+        /// LOCAL_LEASE: how many entries a follower's applied index may be
+        /// behind the leader's commit index; -1 skips only this comparison
+        /// (the leader, lease and term checks still apply). A request may ask
+        /// for less.
+        pub local_lease_log_limit: i64 = 10_000,
+        /// --bootstrap: attempts to reach the leader to be added before
+        /// giving up.
+        pub bootstrap_attempts: u32 = 30,
+        /// --bootstrap: pause between those attempts.
+        #[serde(with = "rozone_config::duration")]
+        pub bootstrap_retry_pause: Duration = Duration::from_secs(1),
     }
 }
 
@@ -71,6 +114,34 @@ impl DaemonConfig for Config {
         self.raft.check(&mut problems);
         check_peers(&self.peers, self.node.id, &mut problems);
         check_host_ports("om.scm_addrs", &self.om.scm_addrs, &mut problems);
+        let om = &self.om;
+        problems.check(om.local_lease_log_limit >= -1, || {
+            format!(
+                "om.local_lease_log_limit ({}) must be -1 (no index comparison) or at least 0",
+                om.local_lease_log_limit
+            )
+        });
+        problems.check(!om.local_lease_time.is_zero(), || {
+            "om.local_lease_time must be above 0".to_string()
+        });
+        problems.check(om.max_blocks_per_key > 0, || {
+            "om.max_blocks_per_key must be at least 1".to_string()
+        });
+        problems.check(om.block_size.as_u64() > 0, || {
+            "om.block_size must be above 0".to_string()
+        });
+        problems.check(!om.open_key_expiry.is_zero(), || {
+            "om.open_key_expiry must be above 0".to_string()
+        });
+        problems.check(!om.cleanup_interval.is_zero(), || {
+            "om.cleanup_interval must be above 0".to_string()
+        });
+        problems.check(om.bootstrap_attempts > 0, || {
+            "om.bootstrap_attempts must be at least 1".to_string()
+        });
+        problems.check(om.max_request_size.as_u64() >= 64 * 1024, || {
+            "om.max_request_size must be at least 64KiB".to_string()
+        });
         check_listen_addrs(
             &[
                 ("om.client_addr", self.om.client_addr),
@@ -105,6 +176,18 @@ mod tests {
             c.http.addr.port(),
         ];
         assert_eq!(ports, [9862, 9872, 9874]);
+    }
+
+    #[test]
+    fn lease_log_limit_below_minus_one_is_refused() {
+        let mut c = Config::default();
+        c.om.local_lease_log_limit = -2;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "om.local_lease_log_limit (-2) must be -1 (no index comparison) or at least 0"
+        );
+        c.om.local_lease_log_limit = -1;
+        assert!(c.validate().is_ok());
     }
 
     #[test]

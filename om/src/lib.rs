@@ -1,13 +1,26 @@
-//! rozone-om: the Ozone Manager. It will keep the namespace — volumes,
-//! buckets, keys — replicated across the OM ring with Raft, asking the SCM
-//! for blocks; for now it loads its config and runs until told to stop.
+//! rozone-om: the Ozone Manager. It keeps the namespace — volumes, buckets, keys, open
+//! keys — replicated across the OM ring with Raft, asks the SCM for blocks, and serves
+//! reads with the consistency each request asks for (DEFAULT, LINEARIZABLE_LEADER_ONLY,
+//! LINEARIZABLE_ALLOW_FOLLOWER, LOCAL_LEASE).
 //!
-//! A library with a thin `main.rs`, so tests can start an OM in-process.
-//! Must not depend on the SCM or datanode crates (only on their clients).
+//! A library with a thin `main.rs`, so tests start OMs in-process ([`server::OmServer`]).
+//! Must not depend on the SCM or datanode crates (only on their wire types).
 
+pub mod bootstrap;
+pub mod client;
 pub mod config;
+pub mod convert;
+pub mod error;
+pub mod health;
+pub mod lease;
+pub mod names;
+pub mod node;
+pub mod scm_client;
+pub mod server;
+pub mod service;
+pub mod state;
+pub mod tasks;
 
-use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
@@ -29,13 +42,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         startup = ?config.startup,
         "{SERVICE} starting"
     );
-    let data_dir = &config.node.data_dir;
-    tokio::fs::create_dir_all(data_dir)
-        .await
-        .with_context(|| format!("create data dir {}", data_dir.display()))?;
-    info!(node_id, "{SERVICE} started");
-
+    let server = server::OmServer::start(config).await?;
+    info!(
+        node_id,
+        client_addr = %server.client_addr,
+        peer_addr = %server.peer_addr,
+        http_addr = %server.http_addr,
+        "{SERVICE} started"
+    );
     shutdown.cancelled().await;
+    server.stop().await;
     info!(node_id, "{SERVICE} stopped");
     Ok(())
 }

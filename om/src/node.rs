@@ -1,0 +1,242 @@
+//! One running OM as its services see it: the Raft group, the SCM client, the config
+//! values services need, and counters for `/metrics`. Also the two gates every request
+//! passes: [`OmNode::propose`] for writes (ready leader only) and [`OmNode::read_gate`]
+//! for reads (the read-consistency modes of DESIGN.md).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rozone_proto::om::{self as pb, ReadConsistency};
+use rozone_raft::{RaftGroup, RaftGroupError, ServerState};
+
+use crate::config::Config;
+use crate::error::OmError;
+use crate::lease::{self, Contact, LeaseInput, LogLimit, Role};
+use crate::scm_client::ScmClient;
+use crate::state::{OmLogic, OmRequest, OmResponse};
+
+/// How long a follower waits to apply up to a leader's read index.
+const READ_INDEX_WAIT: Duration = Duration::from_secs(10);
+
+/// Milliseconds since the Unix epoch (what the leader stamps into requests).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Counters shown on `/metrics`.
+#[derive(Default)]
+pub struct Metrics {
+    pub lease_served: AtomicU64,
+    pub lease_refused: [AtomicU64; lease::Refused::ALL.len()],
+    pub lease_disabled: AtomicU64,
+    pub reads: [AtomicU64; 4],
+    pub writes: AtomicU64,
+    pub writes_refused: AtomicU64,
+    pub scm_errors: AtomicU64,
+    pub open_keys_expired: AtomicU64,
+    pub blocks_deleted: AtomicU64,
+}
+
+impl Metrics {
+    pub fn inc(c: &AtomicU64) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub struct OmNode {
+    pub group: Arc<RaftGroup<OmLogic>>,
+    pub config: Arc<Config>,
+    pub scm: ScmClient,
+    pub metrics: Metrics,
+    channels: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
+}
+
+impl OmNode {
+    pub fn new(group: Arc<RaftGroup<OmLogic>>, config: Arc<Config>) -> Self {
+        let scm = ScmClient::new(config.om.scm_addrs.clone(), config.om.scm_timeout);
+        Self {
+            group,
+            config,
+            scm,
+            metrics: Metrics::default(),
+            channels: Default::default(),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.group.node_id()
+    }
+
+    /// Refuses unless this node is a ready leader (NotLeader + hint, or LeaderNotReady).
+    pub fn require_ready_leader(&self) -> Result<(), OmError> {
+        if self.group.is_ready_leader() {
+            Ok(())
+        } else {
+            Metrics::inc(&self.metrics.writes_refused);
+            Err(self.group.not_leader_error().into())
+        }
+    }
+
+    /// Replicates a write; a refusal of the state machine becomes `OmError::Refused`.
+    pub async fn propose(&self, req: OmRequest) -> Result<OmResponse, OmError> {
+        self.require_ready_leader()?;
+        Metrics::inc(&self.metrics.writes);
+        match self.group.write(req).await {
+            Ok(OmResponse::Refused(r)) => Err(r.into()),
+            Ok(r) => Ok(r),
+            Err(e) => {
+                if e.is_retryable() {
+                    Metrics::inc(&self.metrics.writes_refused);
+                }
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Decides whether (and after what wait) a read may be served from this node's state.
+    pub async fn read_gate(&self, opts: Option<pb::ReadOptions>) -> Result<pb::ReadInfo, OmError> {
+        let opts = opts.unwrap_or_default();
+        let consistency = ReadConsistency::try_from(opts.consistency).map_err(|_| {
+            OmError::InvalidArgument(format!("unknown read consistency {}", opts.consistency))
+        })?;
+        Metrics::inc(&self.metrics.reads[consistency as usize]);
+        match consistency {
+            ReadConsistency::Default => self.require_ready_leader()?,
+            ReadConsistency::LinearizableLeaderOnly => self.group.read_barrier().await?,
+            ReadConsistency::LinearizableAllowFollower => self.follower_read_index().await?,
+            ReadConsistency::LocalLease => self.local_lease(&opts)?,
+        }
+        let applied = self
+            .group
+            .metrics()
+            .last_applied
+            .map(|l| l.index())
+            .unwrap_or(0);
+        Ok(pb::ReadInfo {
+            served_by: self.id(),
+            applied_index: applied,
+            consistency: consistency as i32,
+        })
+    }
+
+    /// The lease input from this node's Raft metrics and leader-contact record.
+    pub fn lease_input(&self, lease_time: Duration, log_limit: LogLimit) -> LeaseInput {
+        let m = self.group.metrics();
+        let role = match m.state {
+            ServerState::Leader => Role::Leader {
+                ready: rozone_raft::leader_ready(&m),
+            },
+            ServerState::Follower => Role::Follower,
+            ServerState::Candidate => Role::Candidate,
+            ServerState::Learner => Role::Learner,
+            ServerState::Shutdown => Role::Shutdown,
+        };
+        let contact = self.group.leader_contact().map(|c| Contact {
+            age: c.age(),
+            leader: c.leader,
+            term: c.term,
+            leader_commit: c
+                .leader_commit
+                .as_ref()
+                .map(|l| (l.committed_leader_id().term, l.index())),
+        });
+        LeaseInput {
+            role,
+            known_leader: m.current_leader,
+            contact,
+            applied_index: m.last_applied.map(|l| l.index()),
+            lease_time,
+            log_limit,
+        }
+    }
+
+    fn local_lease(&self, opts: &pb::ReadOptions) -> Result<(), OmError> {
+        let om = &self.config.om;
+        if !om.local_lease_enabled {
+            Metrics::inc(&self.metrics.lease_disabled);
+            return Err(OmError::LocalLeaseDisabled);
+        }
+        let mut lease_time = om.local_lease_time;
+        if let Some(ms) = opts.lease_time_ms {
+            lease_time = lease_time.min(Duration::from_millis(ms));
+        }
+        let configured =
+            LogLimit::from_i64(om.local_lease_log_limit).unwrap_or(LogLimit::Entries(0));
+        let log_limit = match opts.log_limit {
+            None | Some(-1) => configured,
+            Some(v) => configured.narrower(LogLimit::from_i64(v).ok_or_else(|| {
+                OmError::InvalidArgument(format!(
+                    "read.log_limit ({v}) must be -1 (the configured limit) or at least 0"
+                ))
+            })?),
+        };
+        let input = self.lease_input(lease_time, log_limit);
+        match lease::decide(&input) {
+            Ok(()) => {
+                Metrics::inc(&self.metrics.lease_served);
+                Ok(())
+            }
+            Err(reason) => {
+                Metrics::inc(&self.metrics.lease_refused[reason.index()]);
+                Err(OmError::LeaseRefused {
+                    reason,
+                    leader_client_addr: input
+                        .known_leader
+                        .filter(|l| *l != self.id())
+                        .and_then(|l| self.member_client_addr(l)),
+                })
+            }
+        }
+    }
+
+    /// A member's client address from the Raft membership.
+    pub fn member_client_addr(&self, id: u64) -> Option<String> {
+        let m = self.group.metrics();
+        m.membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.client_addr.clone())
+    }
+
+    /// LINEARIZABLE_ALLOW_FOLLOWER: the leader confirms its read index, then this node
+    /// waits until it applied that far.
+    async fn follower_read_index(&self) -> Result<(), OmError> {
+        let m = self.group.metrics();
+        if m.state == ServerState::Leader {
+            return Ok(self.group.read_barrier().await?);
+        }
+        let Some((leader, addr)) = m
+            .current_leader
+            .and_then(|l| self.member_client_addr(l).map(|a| (l, a)))
+        else {
+            return Err(RaftGroupError::NotLeader { leader: None }.into());
+        };
+        let ch = self.channel(&addr)?;
+        let r = rozone_proto::om::om_ring_client::OmRingClient::new(ch)
+            .read_index(pb::ReadIndexRequest {})
+            .await
+            .map_err(|s| OmError::Upstream(leader, s))?
+            .into_inner();
+        self.group.wait_applied(r.index, READ_INDEX_WAIT).await?;
+        Ok(())
+    }
+
+    /// A cached lazy channel to another OM's client port.
+    pub fn channel(&self, addr: &str) -> Result<tonic::transport::Channel, OmError> {
+        let mut g = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = g.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| OmError::Internal(format!("bad OM address {addr:?}: {e}")))?
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(Duration::from_secs(10))
+            .connect_lazy();
+        g.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+}

@@ -1,0 +1,227 @@
+//! One OM process's servers and Raft group: binds the client, peer and HTTP listeners,
+//! opens (or creates with `--init`, or joins with `--bootstrap`) the OM ring, serves
+//! `OmService`, `OmAdmin` and `OmRing` on the client port, Raft and checkpoint downloads on
+//! the peer port, and runs the background tasks. [`OmServer::stop`] closes it all.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use rozone_proto::om::om_admin_server::OmAdminServer;
+use rozone_proto::om::om_ring_server::OmRingServer;
+use rozone_proto::om::om_service_server::OmServiceServer;
+use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::Router;
+use tonic::transport::Server;
+use tracing::info;
+
+use crate::config::Config;
+use crate::node::OmNode;
+use crate::service::{admin::AdminService, ring::RingService, OmServiceImpl};
+use crate::state::OmLogic;
+
+/// Raft group id of the OM ring.
+pub const GROUP: &str = "om";
+
+/// How long `--init` waits for its own ring to elect it.
+const INIT_WAIT: Duration = Duration::from_secs(30);
+
+fn spawn_grpc(
+    name: &'static str,
+    router: Router,
+    listener: TcpListener,
+    stop: &CancellationToken,
+) -> JoinHandle<()> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        let r = router
+            .serve_with_incoming_shutdown(
+                rozone_raft::server::nodelay_incoming(listener),
+                async move { stop.cancelled().await },
+            )
+            .await;
+        if let Err(e) = r {
+            tracing::error!(server = name, error = %e, "gRPC server stopped");
+        }
+    })
+}
+
+/// The address others reach a bound listener at (a wildcard host made loopback).
+fn advertised(bound: SocketAddr) -> String {
+    if bound.ip().is_unspecified() {
+        format!("127.0.0.1:{}", bound.port())
+    } else {
+        bound.to_string()
+    }
+}
+
+/// A running OM.
+pub struct OmServer {
+    pub node: Arc<OmNode>,
+    pub client_addr: SocketAddr,
+    pub peer_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    tasks: Vec<JoinHandle<()>>,
+    stop: CancellationToken,
+}
+
+impl OmServer {
+    pub fn group(&self) -> &Arc<RaftGroup<OmLogic>> {
+        &self.node.group
+    }
+
+    /// Binds, opens the ring as the startup flags say, and starts serving.
+    pub async fn start(config: Config) -> anyhow::Result<Self> {
+        let config = Arc::new(config);
+        let (node_id, om) = (config.node.id, &config.om);
+        tokio::fs::create_dir_all(&config.node.data_dir)
+            .await
+            .with_context(|| format!("create data dir {}", config.node.data_dir.display()))?;
+        let (peer_l, peer_addr) = rozone_raft::server::bind(&om.peer_addr.to_string())
+            .await
+            .with_context(|| format!("bind om.peer_addr {}", om.peer_addr))?;
+        let (client_l, client_addr) = rozone_raft::server::bind(&om.client_addr.to_string())
+            .await
+            .with_context(|| format!("bind om.client_addr {}", om.client_addr))?;
+        let me = config.peers.iter().find(|p| p.id == node_id);
+        let info = NodeInfo::new(
+            me.map(|p| p.peer_addr.clone())
+                .unwrap_or_else(|| advertised(peer_addr)),
+            me.map(|p| p.client_addr.clone())
+                .unwrap_or_else(|| advertised(client_addr)),
+        );
+        let group_dir = config.node.data_dir.join("raft");
+        // The log database appears when Raft first starts: before that this node holds no ring.
+        let fresh = !group_dir.join("log").exists();
+        let joining_via = if config.startup.bootstrap && fresh {
+            // Before anything changes, here or in the ring (HDDS-16838).
+            Some(crate::bootstrap::check_and_find_leader(&config, &info).await?)
+        } else {
+            None
+        };
+        if !fresh || joining_via.is_some() || config.startup.init {
+            // fine: a ring on disk, a join, or a new ring
+        } else {
+            bail!(
+                "no OM ring in {}: start the first OM with --init, or join a ring with --bootstrap",
+                config.node.data_dir.display()
+            );
+        }
+        let mut gc = GroupConfig::new(GROUP, node_id, info.clone(), group_dir);
+        let r = &config.raft;
+        gc.election_timeout_min = r.election_timeout_min;
+        gc.election_timeout_max = r.election_timeout_max;
+        gc.heartbeat_interval = r.heartbeat_interval;
+        gc.fsync = r.fsync;
+        gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
+        gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        let registry = GroupRegistry::default();
+        let group = RaftGroup::start(gc, OmLogic, &registry, Arc::new(PeerChannels::default()))
+            .await
+            .context("open the OM Raft group")?;
+        let node = Arc::new(OmNode::new(group.clone(), config.clone()));
+        let stop = CancellationToken::new();
+        let (raft, snap) = rozone_raft::server::peer_services(&registry);
+        let max = om.max_request_size.as_u64() as usize;
+        let client = Server::builder()
+            .add_service(
+                OmServiceServer::new(OmServiceImpl { node: node.clone() })
+                    .max_decoding_message_size(max),
+            )
+            .add_service(OmAdminServer::new(AdminService { node: node.clone() }))
+            .add_service(OmRingServer::new(RingService { node: node.clone() }));
+        let mut tasks = vec![
+            spawn_grpc(
+                "peer",
+                Server::builder().add_service(raft).add_service(snap),
+                peer_l,
+                &stop,
+            ),
+            spawn_grpc("client", client, client_l, &stop),
+        ];
+        let http = rozone_telemetry::http::serve_http(
+            config.http.addr,
+            Arc::new(crate::health::OmHealth { node: node.clone() }),
+            stop.clone(),
+        )
+        .await;
+        let (http_addr, http_task) = match http {
+            Ok(x) => x,
+            Err(e) => {
+                stop.cancel();
+                group.shutdown().await;
+                return Err(e).with_context(|| format!("bind http.addr {}", config.http.addr));
+            }
+        };
+        tasks.push(http_task);
+        let server = Self {
+            node: node.clone(),
+            client_addr,
+            peer_addr,
+            http_addr,
+            tasks,
+            stop,
+        };
+        let opened = match joining_via {
+            Some(leader) => crate::bootstrap::ask_to_be_added(&config, leader, &info).await,
+            None => server.open(&config, info).await,
+        };
+        if let Err(e) = opened {
+            server.stop().await;
+            return Err(e);
+        }
+        let mut server = server;
+        server.tasks.push(tokio::spawn(crate::tasks::cleanup_loop(
+            node.clone(),
+            server.stop.clone(),
+        )));
+        server
+            .tasks
+            .push(tokio::spawn(crate::tasks::watch_membership(
+                node,
+                server.stop.clone(),
+            )));
+        info!(node_id, client_addr = %client_addr, peer_addr = %peer_addr, http_addr = %http_addr, "OM serving");
+        Ok(server)
+    }
+
+    async fn open(&self, config: &Config, info: NodeInfo) -> anyhow::Result<()> {
+        let g = &self.node.group;
+        if g.is_initialized().await? {
+            if config.startup.init || config.startup.bootstrap {
+                info!("OM ring found on disk: restarting this OM as it is");
+            }
+            return Ok(());
+        }
+        // Only --init reaches here with no ring (start() refused the rest).
+        g.initialize(BTreeMap::from([(config.node.id, info)]))
+            .await
+            .context("initialise the OM ring")?;
+        g.wait_for(INIT_WAIT, "lead the new OM ring", rozone_raft::leader_ready)
+            .await
+            .context("lead the new OM ring")?;
+        info!(node_id = config.node.id, "new OM ring created");
+        Ok(())
+    }
+
+    /// Stops Raft, the servers and the tasks; the databases are closed when this returns.
+    pub async fn stop(self) {
+        self.node.group.shutdown().await;
+        self.stop.cancel();
+        for t in self.tasks {
+            // Peers keep append streams open: give the graceful stop a moment, then cut.
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(2), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! The `OmRing` service: what a bootstrapping OM asks every OM in its config before it
+//! joins (their [[peers]] and Raft membership, whether they know it), and the leader's
+//! part of joining (checkpoint, adding the member). Also the read index for follower reads.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rozone_proto::om as pb;
+use rozone_proto::om::om_ring_server::OmRing;
+use rozone_raft::NodeInfo;
+use tonic::{Request, Response, Status};
+
+use super::admin::role_of;
+use crate::error::OmError;
+use crate::node::OmNode;
+
+/// How long the leader waits for a checkpoint, and for a new member to catch up.
+const WAIT: Duration = Duration::from_secs(60);
+
+pub struct RingService {
+    pub node: Arc<OmNode>,
+}
+
+#[tonic::async_trait]
+impl OmRing for RingService {
+    async fn ring_info(
+        &self,
+        _req: Request<pb::RingInfoRequest>,
+    ) -> Result<Response<pb::RingInfoReply>, Status> {
+        let g = &self.node.group;
+        let m = g.metrics();
+        let membership = m.membership_config.membership();
+        let voters: BTreeSet<u64> = membership.voter_ids().collect();
+        let members = membership
+            .nodes()
+            .map(|(id, n)| pb::RingMember {
+                id: *id,
+                peer_addr: n.peer_addr.clone(),
+                client_addr: n.client_addr.clone(),
+                voter: voters.contains(id),
+            })
+            .collect();
+        let config_peers = self
+            .node
+            .config
+            .peers
+            .iter()
+            .map(|p| pb::PeerAddress {
+                id: p.id,
+                peer_addr: p.peer_addr.clone(),
+                client_addr: p.client_addr.clone(),
+            })
+            .collect();
+        let leader_client_addr = m
+            .current_leader
+            .and_then(|id| membership.get_node(&id))
+            .map(|n| n.client_addr.clone())
+            .unwrap_or_default();
+        Ok(Response::new(pb::RingInfoReply {
+            node_id: g.node_id(),
+            config_peers,
+            members,
+            leader_id: m.current_leader,
+            leader_client_addr,
+            leader_ready: rozone_raft::leader_ready(&m),
+            role: role_of(m.state) as i32,
+        }))
+    }
+
+    async fn knows_node(
+        &self,
+        req: Request<pb::KnowsNodeRequest>,
+    ) -> Result<Response<pb::KnowsNodeReply>, Status> {
+        let r = req.into_inner();
+        let p = self.node.config.peers.iter().find(|p| p.id == r.node_id);
+        Ok(Response::new(pb::KnowsNodeReply {
+            known: p.is_some(),
+            configured_peer_addr: p.map(|p| p.peer_addr.clone()).unwrap_or_default(),
+            configured_client_addr: p.map(|p| p.client_addr.clone()).unwrap_or_default(),
+        }))
+    }
+
+    async fn prepare_checkpoint(
+        &self,
+        _req: Request<pb::PrepareCheckpointRequest>,
+    ) -> Result<Response<pb::PrepareCheckpointReply>, Status> {
+        let g = &self.node.group;
+        g.read_barrier().await.map_err(OmError::from)?;
+        let applied_index = g.snapshot_now(WAIT).await.map_err(OmError::from)?;
+        let id = g
+            .snapshot_id()
+            .ok_or_else(|| Status::internal("checkpoint built but not kept"))?;
+        Ok(Response::new(pb::PrepareCheckpointReply {
+            snapshot_id: id,
+            applied_index,
+            checkpoint_addr: g.node_info().peer_addr.clone(),
+        }))
+    }
+
+    async fn add_member(
+        &self,
+        req: Request<pb::AddMemberRequest>,
+    ) -> Result<Response<pb::AddMemberReply>, Status> {
+        let r = req.into_inner();
+        if r.id == 0 || r.peer_addr.is_empty() || r.client_addr.is_empty() {
+            return Err(Status::invalid_argument(
+                "AddMember needs id (> 0), peer_addr and client_addr",
+            ));
+        }
+        let node = &self.node;
+        node.require_ready_leader()?;
+        let g = &node.group;
+        match node.config.peers.iter().find(|p| p.id == r.id) {
+            Some(p) if p.peer_addr == r.peer_addr && p.client_addr == r.client_addr => {}
+            Some(p) if !r.force => {
+                return Err(Status::failed_precondition(format!(
+                    "OM {} asks to join as peer {} / client {}, but this leader's [[peers]] lists it at peer {} / client {}",
+                    r.id, r.peer_addr, r.client_addr, p.peer_addr, p.client_addr
+                )))
+            }
+            None if !r.force => {
+                return Err(Status::failed_precondition(format!(
+                    "OM {} is not in this leader's [[peers]] config: add it to the config of every OM first",
+                    r.id
+                )))
+            }
+            _ => tracing::warn!(member = r.id, "adding OM with --force although this leader's config does not list it as asked"),
+        }
+        let m = g.metrics();
+        if let Some(n) = m.membership_config.membership().get_node(&r.id) {
+            if n.peer_addr != r.peer_addr {
+                return Err(Status::already_exists(format!(
+                    "OM {} is already a member at {}",
+                    r.id, n.peer_addr
+                )));
+            }
+        }
+        let info = NodeInfo::new(r.peer_addr, r.client_addr);
+        // Learner first: it catches up (by log or checkpoint) before it may vote.
+        g.add_learner(r.id, info, true)
+            .await
+            .map_err(OmError::from)?;
+        g.promote(BTreeSet::from([r.id]))
+            .await
+            .map_err(OmError::from)?;
+        tracing::info!(member = r.id, "OM added to the ring");
+        Ok(Response::new(pb::AddMemberReply {}))
+    }
+
+    async fn read_index(
+        &self,
+        _req: Request<pb::ReadIndexRequest>,
+    ) -> Result<Response<pb::ReadIndexReply>, Status> {
+        let g = &self.node.group;
+        g.read_barrier().await.map_err(OmError::from)?;
+        let m = g.metrics();
+        Ok(Response::new(pb::ReadIndexReply {
+            index: m.last_applied.map(|l| l.index()).unwrap_or(0),
+            leader_id: g.node_id(),
+            term: m.current_term,
+        }))
+    }
+}

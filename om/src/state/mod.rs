@@ -1,0 +1,97 @@
+//! The OM's replicated state: volumes, buckets, keys, open keys and blocks waiting for
+//! deletion, applied from the Raft log by [`OmLogic`] and read back by [`read`].
+//!
+//! Values are postcard (`rozone_raft::codec`); the applied log id lives in the Raft base's
+//! meta column family and is written in the same `WriteBatch` as each batch's effects.
+//! Row keys are built so a bucket's keys (or a volume's buckets) are one prefix:
+//! volume and bucket names cannot contain `/` (S3 rules), key names cannot contain NUL.
+//!
+//! Must not depend on the OM's services: it is the layer they build on.
+
+pub mod logic;
+pub mod read;
+pub mod request;
+pub mod types;
+
+pub use logic::OmLogic;
+pub use request::{OmRequest, OmResponse, Refusal};
+
+/// Volumes: name → [`types::Volume`].
+pub const CF_VOLUMES: &str = "volumes";
+/// Buckets: `volume/bucket` → [`types::Bucket`].
+pub const CF_BUCKETS: &str = "buckets";
+/// Committed keys: `volume/bucket/key` → [`types::Key`].
+pub const CF_KEYS: &str = "keys";
+/// Open keys: `volume/bucket/key` NUL client id (big-endian) → [`types::OpenKey`].
+pub const CF_OPEN_KEYS: &str = "open_keys";
+/// Blocks to delete: log index (big-endian) → [`types::DeletedBlocks`].
+pub const CF_DELETED_BLOCKS: &str = "deleted_blocks";
+
+/// Every column family of the OM state.
+pub const COLUMN_FAMILIES: [&str; 5] = [
+    CF_VOLUMES,
+    CF_BUCKETS,
+    CF_KEYS,
+    CF_OPEN_KEYS,
+    CF_DELETED_BLOCKS,
+];
+
+/// Row key of a bucket.
+pub fn bucket_key(volume: &str, bucket: &str) -> Vec<u8> {
+    format!("{volume}/{bucket}").into_bytes()
+}
+
+/// Prefix of every bucket row of a volume.
+pub fn buckets_prefix(volume: &str) -> Vec<u8> {
+    format!("{volume}/").into_bytes()
+}
+
+/// Prefix of every key (and open key) row of a bucket.
+pub fn keys_prefix(volume: &str, bucket: &str) -> Vec<u8> {
+    format!("{volume}/{bucket}/").into_bytes()
+}
+
+/// Row key of a committed key.
+pub fn key_key(volume: &str, bucket: &str, key: &str) -> Vec<u8> {
+    format!("{volume}/{bucket}/{key}").into_bytes()
+}
+
+/// Prefix of every open-key row of one key name (any client id).
+pub fn open_key_prefix(volume: &str, bucket: &str, key: &str) -> Vec<u8> {
+    let mut k = key_key(volume, bucket, key);
+    k.push(0);
+    k
+}
+
+/// Row key of an open key.
+pub fn open_key_key(id: &types::OpenKeyId) -> Vec<u8> {
+    let mut k = open_key_prefix(&id.volume, &id.bucket, &id.key);
+    k.extend_from_slice(&id.client_id.to_be_bytes());
+    k
+}
+
+/// `volume/bucket/key`, as messages show a key.
+pub fn key_path(volume: &str, bucket: &str, key: &str) -> String {
+    format!("{volume}/{bucket}/{key}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_keys_of_one_name_share_a_prefix_no_other_name_has() {
+        let id = types::OpenKeyId {
+            volume: "v".into(),
+            bucket: "b".into(),
+            key: "a".into(),
+            client_id: 7,
+        };
+        let k = open_key_key(&id);
+        assert!(k.starts_with(&open_key_prefix("v", "b", "a")));
+        // "a/x" and "ab" must not fall under the prefix of "a".
+        assert!(!open_key_prefix("v", "b", "a/x").starts_with(&open_key_prefix("v", "b", "a")));
+        assert!(!open_key_prefix("v", "b", "ab").starts_with(&open_key_prefix("v", "b", "a")));
+        assert!(k.starts_with(&keys_prefix("v", "b")));
+    }
+}

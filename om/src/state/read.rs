@@ -1,0 +1,170 @@
+//! Reads of the OM state from a member's own database. Whether a read may be served here
+//! (and how fresh it is) is decided before, by the read-consistency gate; these only read.
+//! Stored bytes that do not decode are an `InvalidData` error naming the row.
+
+use std::io;
+
+use rozone_kv::cf;
+use rozone_kv::rocksdb::{Direction, IteratorMode, DB};
+use rozone_raft::codec::decode;
+use serde::de::DeserializeOwned;
+
+use super::logic::corrupt;
+use super::types::{Bucket, DeletedBlocks, Key, OpenKey, OpenKeyId, Volume};
+use super::*;
+
+fn get<T: DeserializeOwned>(db: &DB, cf_name: &str, key: &[u8]) -> io::Result<Option<T>> {
+    match db.get_cf(cf(db, cf_name)?, key).map_err(io::Error::other)? {
+        Some(b) => decode(&b).map(Some).map_err(|e| corrupt(cf_name, key, e)),
+        None => Ok(None),
+    }
+}
+
+/// Rows under `base` whose name (the rest of the row key) starts with `prefix` and sorts
+/// after `start_after`: at most `limit`, and whether more follow.
+fn scan_names<T: DeserializeOwned>(
+    db: &DB,
+    cf_name: &str,
+    base: &[u8],
+    prefix: &str,
+    start_after: &str,
+    limit: usize,
+) -> io::Result<(Vec<T>, bool)> {
+    let mut full = base.to_vec();
+    full.extend_from_slice(prefix.as_bytes());
+    let mut seek = base.to_vec();
+    seek.extend_from_slice(prefix.max(start_after).as_bytes());
+    let mut out = Vec::new();
+    let it = db.iterator_cf(
+        cf(db, cf_name)?,
+        IteratorMode::From(&seek, Direction::Forward),
+    );
+    for item in it {
+        let (k, v) = item.map_err(io::Error::other)?;
+        if !k.starts_with(&full) {
+            break;
+        }
+        if &k[base.len()..] <= start_after.as_bytes() {
+            continue;
+        }
+        if out.len() == limit {
+            return Ok((out, true));
+        }
+        out.push(decode(&v).map_err(|e| corrupt(cf_name, &k, e))?);
+    }
+    Ok((out, false))
+}
+
+pub fn volume(db: &DB, name: &str) -> io::Result<Option<Volume>> {
+    get(db, CF_VOLUMES, name.as_bytes())
+}
+
+pub fn bucket(db: &DB, volume: &str, name: &str) -> io::Result<Option<Bucket>> {
+    get(db, CF_BUCKETS, &bucket_key(volume, name))
+}
+
+pub fn key(db: &DB, volume: &str, bucket: &str, name: &str) -> io::Result<Option<Key>> {
+    get(db, CF_KEYS, &key_key(volume, bucket, name))
+}
+
+pub fn open_key(db: &DB, id: &OpenKeyId) -> io::Result<Option<OpenKey>> {
+    get(db, CF_OPEN_KEYS, &open_key_key(id))
+}
+
+/// Volumes whose name starts with `prefix`, after `start_after`, at most `limit`.
+pub fn list_volumes(
+    db: &DB,
+    prefix: &str,
+    start_after: &str,
+    limit: usize,
+) -> io::Result<(Vec<Volume>, bool)> {
+    scan_names(db, CF_VOLUMES, b"", prefix, start_after, limit)
+}
+
+pub fn list_buckets(
+    db: &DB,
+    volume: &str,
+    prefix: &str,
+    start_after: &str,
+    limit: usize,
+) -> io::Result<(Vec<Bucket>, bool)> {
+    scan_names(
+        db,
+        CF_BUCKETS,
+        &buckets_prefix(volume),
+        prefix,
+        start_after,
+        limit,
+    )
+}
+
+pub fn list_keys(
+    db: &DB,
+    volume: &str,
+    bucket: &str,
+    prefix: &str,
+    start_after: &str,
+    limit: usize,
+) -> io::Result<(Vec<Key>, bool)> {
+    scan_names(
+        db,
+        CF_KEYS,
+        &keys_prefix(volume, bucket),
+        prefix,
+        start_after,
+        limit,
+    )
+}
+
+/// Open keys whose expiry is at or before `now_ms`, at most `limit`.
+pub fn expired_open_keys(db: &DB, now_ms: u64, limit: usize) -> io::Result<Vec<OpenKeyId>> {
+    let mut out = Vec::new();
+    for item in db.iterator_cf(cf(db, CF_OPEN_KEYS)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(io::Error::other)?;
+        let o: OpenKey = decode(&v).map_err(|e| corrupt(CF_OPEN_KEYS, &k, e))?;
+        if o.expires_ms <= now_ms {
+            out.push(OpenKeyId {
+                volume: o.volume,
+                bucket: o.bucket,
+                key: o.name,
+                client_id: o.client_id,
+            });
+            if out.len() >= limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deleted-block rows waiting for the SCM, oldest first.
+pub fn deleted_blocks(db: &DB, limit: usize) -> io::Result<Vec<(u64, DeletedBlocks)>> {
+    let mut out = Vec::new();
+    for item in db.iterator_cf(cf(db, CF_DELETED_BLOCKS)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(io::Error::other)?;
+        let id = rozone_kv::key_u64(&k).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("corrupt key {k:?} in {CF_DELETED_BLOCKS}: not 8 bytes"),
+            )
+        })?;
+        out.push((
+            id,
+            decode(&v).map_err(|e| corrupt(CF_DELETED_BLOCKS, &k, e))?,
+        ));
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Number of rows in a column family (for metrics and tests; scans the family).
+pub fn count(db: &DB, cf_name: &str) -> io::Result<u64> {
+    let mut n = 0;
+    for item in db.iterator_cf(cf(db, cf_name)?, IteratorMode::Start) {
+        item.map_err(io::Error::other)?;
+        n += 1;
+    }
+    Ok(n)
+}

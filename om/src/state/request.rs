@@ -1,0 +1,135 @@
+//! Commands replicated through the OM's Raft log, and their results.
+//!
+//! The leader fills in everything that is not a pure function of the state (time, client
+//! ids, blocks from the SCM) *before* proposing, so every member applies the same command
+//! to the same rows and reaches the same answer. Refusals are responses, never errors:
+//! they are the same on every member and must not stop a Raft node.
+
+use serde::{Deserialize, Serialize};
+
+use super::types::{AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, Volume};
+
+/// A command of the OM state machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OmRequest {
+    CreateVolume {
+        name: String,
+        owner: String,
+        quota_bytes: Option<u64>,
+        now_ms: u64,
+    },
+    /// Refused while the volume has buckets.
+    DeleteVolume { name: String },
+    CreateBucket {
+        volume: String,
+        name: String,
+        replication: Replication,
+        versioning: bool,
+        quota_bytes: Option<u64>,
+        now_ms: u64,
+    },
+    /// Refused while the bucket has keys or open keys.
+    DeleteBucket { volume: String, name: String },
+    /// Records an open key with the blocks the leader got from the SCM.
+    OpenKey {
+        id: OpenKeyId,
+        /// `None`: the bucket's replication.
+        replication: Option<Replication>,
+        blocks: Vec<AllocatedBlock>,
+        now_ms: u64,
+        expires_ms: u64,
+    },
+    /// Adds blocks to an open key and extends its expiry.
+    AddBlocks {
+        id: OpenKeyId,
+        blocks: Vec<AllocatedBlock>,
+        expires_ms: u64,
+        /// The most blocks an open key may hold.
+        max_blocks: u32,
+    },
+    /// Moves an open key to the key table, replacing an older version.
+    CommitKey {
+        id: OpenKeyId,
+        /// In key order: (block, bytes written to it).
+        blocks: Vec<(BlockId, u64)>,
+        size: u64,
+        checksum: String,
+        now_ms: u64,
+    },
+    DeleteKey {
+        volume: String,
+        bucket: String,
+        key: String,
+    },
+    RenameKey {
+        volume: String,
+        bucket: String,
+        from: String,
+        to: String,
+        now_ms: u64,
+    },
+    /// Removes the listed open keys that are still expired at `now_ms` (an allocation may
+    /// have extended one since the leader listed it); their blocks go to deletion.
+    ExpireOpenKeys { ids: Vec<OpenKeyId>, now_ms: u64 },
+    /// Drops deleted-block rows the SCM has taken over.
+    PurgeDeletedBlocks { ids: Vec<u64> },
+}
+
+/// A refusal: the same on every member, reported to the client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum Refusal {
+    #[error("volume {volume} not found")]
+    VolumeNotFound { volume: String },
+    #[error("volume {volume} already exists")]
+    VolumeExists { volume: String },
+    #[error("volume {volume} is not empty: it has {buckets} bucket(s)")]
+    VolumeNotEmpty { volume: String, buckets: u64 },
+    #[error("bucket {volume}/{bucket} not found")]
+    BucketNotFound { volume: String, bucket: String },
+    #[error("bucket {volume}/{bucket} already exists")]
+    BucketExists { volume: String, bucket: String },
+    #[error("bucket {volume}/{bucket} is not empty: it has {what}")]
+    BucketNotEmpty {
+        volume: String,
+        bucket: String,
+        what: String,
+    },
+    #[error("key {path} not found")]
+    KeyNotFound { path: String },
+    #[error("key {path} already exists")]
+    KeyExists { path: String },
+    #[error("no open key {path} with client id {client_id} (never opened, committed or expired)")]
+    OpenKeyNotFound { path: String, client_id: u64 },
+    #[error("open key {path} was not opened with client id {client_id}")]
+    WrongClientId { path: String, client_id: u64 },
+    #[error("open key {path} with client id {client_id} already exists")]
+    OpenKeyExists { path: String, client_id: u64 },
+    #[error("invalid block list for {path}: {reason}")]
+    InvalidBlockList { path: String, reason: String },
+    #[error("quota of {what} exceeded: {used} + {adding} bytes > quota {quota}")]
+    QuotaExceeded {
+        what: String,
+        used: u64,
+        adding: u64,
+        quota: u64,
+    },
+    #[error("too many blocks for {path}: {count} > {max}")]
+    TooManyBlocks { path: String, count: u64, max: u64 },
+}
+
+/// The outcome of an [`OmRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OmResponse {
+    VolumeCreated(Volume),
+    VolumeDeleted,
+    BucketCreated(Bucket),
+    BucketDeleted,
+    KeyOpened(OpenKey),
+    BlocksAdded { expires_ms: u64 },
+    KeyCommitted(Key),
+    KeyDeleted,
+    KeyRenamed,
+    OpenKeysExpired { count: u64 },
+    DeletedBlocksPurged { count: u64 },
+    Refused(Refusal),
+}

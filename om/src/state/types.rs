@@ -1,0 +1,150 @@
+//! The OM's stored records: volumes, buckets, keys, open keys and the blocks they name.
+//! Plain serde types (postcard in RocksDB); the wire types live in `rozone_proto::om` and
+//! are converted at the service edge.
+
+use serde::{Deserialize, Serialize};
+
+/// Replication of a bucket's keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Replication {
+    RatisOne,
+    RatisThree,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Volume {
+    pub name: String,
+    pub owner: String,
+    pub quota_bytes: Option<u64>,
+    /// Bytes of committed keys in all of the volume's buckets.
+    pub used_bytes: u64,
+    pub bucket_count: u64,
+    pub created_ms: u64,
+    pub modified_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bucket {
+    pub volume: String,
+    pub name: String,
+    pub replication: Replication,
+    pub versioning: bool,
+    pub quota_bytes: Option<u64>,
+    pub used_bytes: u64,
+    pub key_count: u64,
+    pub created_ms: u64,
+    pub modified_ms: u64,
+}
+
+/// A block as the SCM names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BlockId {
+    pub container_id: u64,
+    pub local_id: u64,
+}
+
+impl std::fmt::Display for BlockId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.container_id, self.local_id)
+    }
+}
+
+/// A datanode as the SCM described it when it allocated a block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Datanode {
+    pub id: u64,
+    pub hostname: String,
+    pub container_addr: String,
+    pub raft_addr: String,
+    pub replication_addr: String,
+}
+
+/// The pipeline a block was allocated on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PipelineRef {
+    pub id: u64,
+    pub members: Vec<Datanode>,
+    pub leader_id: Option<u64>,
+    pub open: bool,
+}
+
+/// A block the SCM allocated to an open key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AllocatedBlock {
+    pub id: BlockId,
+    pub pipeline: PipelineRef,
+    pub max_size: u64,
+}
+
+/// One block of a committed key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyBlock {
+    pub id: BlockId,
+    pub length: u64,
+    /// Offset of the block's first byte in the key.
+    pub offset: u64,
+    pub pipeline: PipelineRef,
+}
+
+/// An older version of a key, kept when its bucket has versioning on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyVersion {
+    pub version: u64,
+    pub size: u64,
+    pub blocks: Vec<KeyBlock>,
+    pub checksum: String,
+    pub modified_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Key {
+    pub volume: String,
+    pub bucket: String,
+    pub name: String,
+    pub size: u64,
+    pub blocks: Vec<KeyBlock>,
+    pub checksum: String,
+    pub replication: Replication,
+    pub version: u64,
+    pub created_ms: u64,
+    pub modified_ms: u64,
+    /// Versions this one replaced (versioned buckets only), oldest first.
+    pub old_versions: Vec<KeyVersion>,
+}
+
+impl Key {
+    /// Bytes this key holds in its bucket, older versions included (what quotas count).
+    pub fn stored_bytes(&self) -> u64 {
+        self.size + self.old_versions.iter().map(|v| v.size).sum::<u64>()
+    }
+}
+
+/// A key being written: created by open, extended by allocate, removed by commit or expiry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenKey {
+    pub volume: String,
+    pub bucket: String,
+    pub name: String,
+    pub client_id: u64,
+    pub replication: Replication,
+    pub blocks: Vec<AllocatedBlock>,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+}
+
+/// Names one open key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenKeyId {
+    pub volume: String,
+    pub bucket: String,
+    pub key: String,
+    pub client_id: u64,
+}
+
+/// Blocks no key refers to any more, waiting to be handed to the SCM for deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeletedBlocks {
+    pub blocks: Vec<BlockId>,
+    /// Why (for logs): "delete vol/bucket/key", "expired open key ...".
+    pub reason: String,
+}

@@ -1,0 +1,141 @@
+//! Background work of an OM: the leader's cleanup (expired open keys are removed through
+//! the log; blocks no key refers to are handed to the SCM, then their rows are purged
+//! through the log), and every member's watch over the Raft membership, which warns about
+//! members the local config lacks (their address from the membership is used: applying a
+//! membership change never needs the local config, so it can never crash on a gap in it).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::convert::block_id_pb;
+use crate::node::{now_ms, OmNode};
+use crate::state::{read, OmRequest, OmResponse};
+
+/// Most open keys expired, or deleted-block rows handed over, per round.
+const BATCH: usize = 1000;
+
+/// Runs the leader's cleanup every `om.cleanup_interval` until `stop`.
+pub async fn cleanup_loop(node: Arc<OmNode>, stop: CancellationToken) {
+    let mut tick = tokio::time::interval(node.config.om.cleanup_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        if !node.group.is_ready_leader() {
+            continue;
+        }
+        if let Err(e) = expire_open_keys(&node).await {
+            debug!(error = %e, "expiring open keys");
+        }
+        if let Err(e) = hand_over_deleted_blocks(&node).await {
+            debug!(error = %e, "handing deleted blocks to the SCM");
+        }
+    }
+}
+
+/// One round of open-key expiry; returns how many were removed.
+pub async fn expire_open_keys(node: &OmNode) -> anyhow::Result<u64> {
+    let now = now_ms();
+    let ids = read::expired_open_keys(&node.group.db(), now, BATCH)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    match node
+        .propose(OmRequest::ExpireOpenKeys { ids, now_ms: now })
+        .await?
+    {
+        OmResponse::OpenKeysExpired { count } => {
+            node.metrics
+                .open_keys_expired
+                .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+            info!(count, "expired open keys removed");
+            Ok(count)
+        }
+        other => anyhow::bail!("unexpected response {other:?}"),
+    }
+}
+
+/// One round of block deletion: the SCM takes the blocks first, then the rows go.
+pub async fn hand_over_deleted_blocks(node: &OmNode) -> anyhow::Result<u64> {
+    let rows = read::deleted_blocks(&node.group.db(), BATCH)?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let blocks: Vec<_> = rows
+        .iter()
+        .flat_map(|(_, r)| r.blocks.iter().map(block_id_pb))
+        .collect();
+    let n = blocks.len() as u64;
+    node.scm.delete_blocks(blocks).await?;
+    let ids = rows.iter().map(|(id, _)| *id).collect();
+    node.propose(OmRequest::PurgeDeletedBlocks { ids }).await?;
+    node.metrics
+        .blocks_deleted
+        .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    debug!(blocks = n, "deleted blocks handed to the SCM");
+    Ok(n)
+}
+
+/// Warns (once per member and address) about ring members that the local `[[peers]]`
+/// lacks or lists at another address; the membership's address is the one used.
+pub async fn watch_membership(node: Arc<OmNode>, stop: CancellationToken) {
+    let mut warned: BTreeMap<u64, String> = BTreeMap::new();
+    let mut was_member = false;
+    loop {
+        let m = node.group.metrics();
+        let membership = m.membership_config.membership();
+        let me = node.id();
+        let member_now = membership.get_node(&me).is_some();
+        if was_member && !member_now {
+            warn!(
+                node_id = me,
+                "this OM is no longer a member of the ring (decommissioned); stop it"
+            );
+        }
+        was_member = member_now;
+        for (id, n) in membership.nodes() {
+            let configured = node.config.peers.iter().find(|p| p.id == *id);
+            let problem = match configured {
+                None => Some("is not in this OM's [[peers]] config"),
+                Some(p) if p.peer_addr != n.peer_addr || p.client_addr != n.client_addr => {
+                    Some("is in this OM's [[peers]] config at other addresses")
+                }
+                Some(_) => None,
+            };
+            let shown = n.to_string();
+            if let Some(problem) = problem {
+                if warned.get(id) != Some(&shown) {
+                    warn!(
+                        member = *id,
+                        address = %shown,
+                        "ring member {id} {problem}; using the address from the Raft membership (add a [[peers]] entry for it)"
+                    );
+                    warned.insert(*id, shown);
+                }
+            }
+        }
+        let changed =
+            node.group
+                .wait_for(std::time::Duration::from_secs(3600), "membership change", {
+                    let seen = m.membership_config.clone();
+                    move |now| now.membership_config != seen
+                });
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            r = changed => {
+                // An error with Raft stopped would return at once again: end the watch.
+                if r.is_err() && node.group.metrics().running_state.is_err() {
+                    return;
+                }
+                if r.is_err() && node.group.metrics().state == rozone_raft::ServerState::Shutdown {
+                    return;
+                }
+            }
+        }
+    }
+}
