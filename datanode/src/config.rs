@@ -4,10 +4,11 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use rozone_config::{
-    check_host_ports, check_listen_addrs, config_struct, listen_on, ConfigError, DaemonConfig,
-    HttpSection, LogFormat, LogSection, NodeSection, Problems, RaftSection,
+    check_host_ports, check_listen_addrs, config_struct, listen_on, ByteSize, ConfigError,
+    DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Problems, RaftSection,
 };
 
 config_struct! {
@@ -25,6 +26,24 @@ config_struct! {
         /// Client addresses (host:port) of the SCM ring's members, for
         /// registration, heartbeats and container reports.
         pub scm_addrs: Vec<String> = vec!["127.0.0.1:9860".into()],
+        /// Host name (or IP) other datanodes and clients reach this datanode
+        /// at; empty: the listeners' addresses (a wildcard becomes 127.0.0.1).
+        pub advertise_host: String = String::new(),
+        /// How often to heartbeat the SCM leader (node, pipeline and changed
+        /// container reports; commands come back in the reply).
+        #[serde(with = "rozone_config::duration")]
+        pub heartbeat_interval: Duration = Duration::from_secs(10),
+        /// How often a heartbeat carries the full container report (one is
+        /// also sent at registration).
+        #[serde(with = "rozone_config::duration")]
+        pub container_report_interval: Duration = Duration::from_secs(60),
+        /// Capacity accounted per data directory; 0 = the size of the
+        /// filesystem holding it. Free space is always capped by the
+        /// filesystem's.
+        pub volume_capacity: ByteSize = ByteSize(0),
+        /// fsync chunk files and container metadata before acknowledging a
+        /// write. Turn off only in throwaway test clusters.
+        pub sync_writes: bool = true,
     }
 }
 
@@ -63,6 +82,19 @@ impl DaemonConfig for Config {
         self.raft.check(&mut problems);
         let dn = &self.datanode;
         check_host_ports("datanode.scm_addrs", &dn.scm_addrs, &mut problems);
+        problems.check(!dn.scm_addrs.is_empty(), || {
+            "datanode.scm_addrs must name at least one SCM".into()
+        });
+        problems.check(!dn.heartbeat_interval.is_zero(), || {
+            "datanode.heartbeat_interval must be above 0".into()
+        });
+        problems.check(
+            dn.container_report_interval >= dn.heartbeat_interval,
+            || {
+                "datanode.container_report_interval must be at least datanode.heartbeat_interval"
+                    .into()
+            },
+        );
         let mut seen = BTreeSet::new();
         for (i, dir) in dn.data_dirs.iter().enumerate() {
             problems.check(!dir.as_os_str().is_empty(), || {

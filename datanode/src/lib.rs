@@ -1,17 +1,33 @@
-//! rozone-datanode: stores containers of chunks on local disks, serves
-//! chunk I/O, replicates pipelines with Raft and reports to the SCM; for now
-//! it loads its config, prepares its directories and runs until told to stop.
+//! rozone-datanode: stores containers of chunks on local disks, serves chunk I/O, runs one
+//! Raft group per pipeline and reports to (and takes commands from) the SCM.
 //!
-//! A library with a thin `main.rs`, so tests can start datanodes
-//! in-process. Must not depend on the SCM or OM crates (only on clients).
+//! Layers, bottom up: [`checksum`] and [`types`]; the container [`store`] (one RocksDB per
+//! data directory, chunk files per container); [`pipeline`] (the per-pipeline state machine
+//! with its write and apply stages, and the replay guard); the gRPC [`service`]s and
+//! [`replication`]; the [`scm`] link and [`commands`]; [`node`] wires them up.
+//!
+//! A library with a thin `main.rs`, so tests can start datanodes in-process. Must not
+//! depend on the SCM or OM crates (only on their wire types).
 
+pub mod checksum;
+pub mod clients;
+pub mod commands;
 pub mod config;
+pub mod error;
+pub mod health;
+pub mod node;
+pub mod pipeline;
+pub mod replication;
+pub mod scm;
+pub mod service;
+pub mod store;
+pub mod types;
 
-use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub use config::Config;
+pub use node::Datanode;
 
 /// The binary's name, as logs and errors show it.
 pub const SERVICE: &str = "rozone-datanode";
@@ -19,27 +35,10 @@ pub const SERVICE: &str = "rozone-datanode";
 /// Runs a datanode until `shutdown` is cancelled, then stops and returns.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let node_id = config.node.id;
-    let dn = &config.datanode;
-    let volumes = config.volumes();
-    info!(
-        node_id,
-        container_addr = %dn.container_addr,
-        raft_addr = %dn.raft_addr,
-        replication_addr = %dn.replication_addr,
-        http_addr = %config.http.addr,
-        scm_addrs = ?dn.scm_addrs,
-        data_dir = %config.node.data_dir.display(),
-        ?volumes,
-        "{SERVICE} starting"
-    );
-    for dir in std::iter::once(&config.node.data_dir).chain(&volumes) {
-        tokio::fs::create_dir_all(dir)
-            .await
-            .with_context(|| format!("create directory {}", dir.display()))?;
-    }
-    info!(node_id, "{SERVICE} started");
-
+    info!(node_id, scm_addrs = ?config.datanode.scm_addrs, data_dir = %config.node.data_dir.display(), volumes = ?config.volumes(), "{SERVICE} starting");
+    let dn = Datanode::start(&config).await?;
     shutdown.cancelled().await;
+    dn.stop().await;
     info!(node_id, "{SERVICE} stopped");
     Ok(())
 }

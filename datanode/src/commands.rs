@@ -1,0 +1,173 @@
+//! Executes SCM commands from heartbeat replies, in the background; their statuses go back
+//! in the next heartbeats. Commands from an older SCM leader term than one already seen are
+//! ignored.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rozone_proto::scm as spb;
+use rozone_proto::scm::scm_command::Command;
+
+use crate::clients::Clients;
+use crate::error::{Code, DnError};
+use crate::pipeline::{Member, PipelineRequest, Pipelines};
+use crate::store::ContainerStore;
+
+pub struct Executor {
+    pub store: Arc<ContainerStore>,
+    pub pipelines: Arc<Pipelines>,
+    pub clients: Arc<Clients>,
+    statuses: Mutex<Vec<spb::CommandStatus>>,
+    max_term: AtomicU64,
+}
+
+fn status(id: u64, r: &Result<(), DnError>) -> spb::CommandStatus {
+    use spb::command_status::Status as S;
+    match r {
+        Ok(()) => spb::CommandStatus {
+            command_id: id,
+            status: S::Executed as i32,
+            message: String::new(),
+        },
+        Err(e) => spb::CommandStatus {
+            command_id: id,
+            status: S::Failed as i32,
+            message: e.to_string(),
+        },
+    }
+}
+
+impl Executor {
+    pub fn new(
+        store: Arc<ContainerStore>,
+        pipelines: Arc<Pipelines>,
+        clients: Arc<Clients>,
+    ) -> Self {
+        Self {
+            store,
+            pipelines,
+            clients,
+            statuses: Mutex::new(Vec::new()),
+            max_term: AtomicU64::new(0),
+        }
+    }
+
+    pub fn take_statuses(&self) -> Vec<spb::CommandStatus> {
+        std::mem::take(&mut *self.statuses.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn requeue_statuses(&self, s: Vec<spb::CommandStatus>) {
+        self.statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(s);
+    }
+
+    /// Starts a command in the background.
+    pub fn submit(self: &Arc<Self>, cmd: spb::ScmCommand) {
+        let seen = self.max_term.fetch_max(cmd.term, Ordering::SeqCst);
+        if cmd.term < seen {
+            tracing::info!(
+                command_id = cmd.id,
+                term = cmd.term,
+                seen,
+                "ignoring command from an older SCM term"
+            );
+            return;
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            let id = cmd.id;
+            let r = match cmd.command {
+                Some(c) => me.execute(c).await,
+                None => Err(DnError::invalid("command without a body")),
+            };
+            if let Err(e) = &r {
+                tracing::warn!(command_id = id, error = %e, "SCM command failed");
+            }
+            me.requeue_statuses(vec![status(id, &r)]);
+        });
+    }
+
+    /// Runs one command to its end.
+    pub async fn execute(&self, c: Command) -> Result<(), DnError> {
+        match c {
+            Command::CreatePipeline(p) => {
+                let members = p
+                    .members
+                    .into_iter()
+                    .map(|d| Member {
+                        id: d.id,
+                        raft_addr: d.raft_addr,
+                        container_addr: d.container_addr,
+                    })
+                    .collect();
+                self.pipelines.create(p.pipeline_id, members).await
+            }
+            Command::ClosePipeline(p) => self.pipelines.close(p.pipeline_id).await,
+            Command::CloseContainer(c) => {
+                self.close_container(c.container_id, c.pipeline_id, c.force)
+                    .await
+            }
+            Command::DeleteContainer(d) => {
+                let store = self.store.clone();
+                blocking(move || store.delete_container(d.container_id, d.force)).await
+            }
+            Command::ReplicateContainer(r) => {
+                let sources: Vec<String> =
+                    r.sources.into_iter().map(|s| s.replication_addr).collect();
+                crate::replication::replicate(
+                    self.store.clone(),
+                    &self.clients,
+                    r.container_id,
+                    &sources,
+                )
+                .await
+            }
+            Command::DeleteBlocks(d) => {
+                for t in d.txns {
+                    let store = self.store.clone();
+                    match blocking(move || store.delete_blocks(t.container_id, &t.local_ids)).await
+                    {
+                        Ok(_) => {}
+                        // The container is gone: so are its blocks.
+                        Err(e) if e.code == Code::ContainerNotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Close through the pipeline when this member leads it (the entry closes every replica
+    /// at the same log index); a member that does not lead leaves it to the leader. Without
+    /// the pipeline, `force` quasi-closes the local replica.
+    async fn close_container(&self, cid: u64, pipeline: u64, force: bool) -> Result<(), DnError> {
+        match self.pipelines.get(pipeline) {
+            Ok(p) if p.group.is_ready_leader() => match p
+                .group
+                .write(PipelineRequest::CloseContainer { container_id: cid })
+                .await
+            {
+                Ok(crate::pipeline::PipelineResponse::Ok { .. }) => Ok(()),
+                Ok(crate::pipeline::PipelineResponse::Refused(e)) => Err(e),
+                Err(e) => Err(DnError::io("close container", e)),
+            },
+            Ok(_) => Ok(()),
+            Err(_) if force => {
+                let store = self.store.clone();
+                blocking(move || store.quasi_close(cid)).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, DnError> + Send + 'static,
+) -> Result<T, DnError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| DnError::io("worker", e))?
+}

@@ -1,0 +1,146 @@
+//! The pipeline state machine (the ContainerStateMachine): log entries carry metadata only;
+//! applying one commits it into the shared container store.
+//!
+//! The group's own state-machine database holds nothing but the Raft layer's applied id and
+//! membership: the container store is the state, and its per-container BCSID makes apply
+//! idempotent. So a member restarting from an older snapshot re-applies every entry after
+//! it against the container store as it is now — which is exactly where the replay guard
+//! matters: a refusal is a response (an `Err` would stop the Raft node), it marks the
+//! pipeline unhealthy and queues a CLOSE pipeline action for SCM.
+
+use std::io;
+use std::sync::Arc;
+
+use rozone_raft::{LogId, StateMachineLogic, Txn};
+use serde::{Deserialize, Serialize};
+
+use super::PipelineState;
+use crate::error::{Code, DnError};
+use crate::store::apply::Applied;
+use crate::store::ContainerStore;
+use crate::types::{BlockData, BlockId, ChunkInfo};
+
+/// A pipeline log entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PipelineRequest {
+    /// Commit a chunk whose bytes the write stage stored.
+    WriteChunk { block: BlockId, chunk: ChunkInfo },
+    /// Commit a block: its chunk list and length.
+    PutBlock { block: BlockData },
+    /// Commit a streamed block's bytes (the block itself comes with a later PutBlock).
+    StreamInit { block: BlockId, chunk: ChunkInfo },
+    /// Commit a streamed block's bytes and the block in one entry.
+    StreamWithBlock { block: BlockData },
+    /// Close a container (CLOSED, with its checksum).
+    CloseContainer { container_id: u64 },
+}
+
+impl PipelineRequest {
+    /// The chunk whose bytes this entry needs on every member (the write stage's work),
+    /// and whether they came as a stream.
+    pub fn data(&self) -> Option<(BlockId, &ChunkInfo, bool)> {
+        match self {
+            Self::WriteChunk { block, chunk } => Some((*block, chunk, false)),
+            Self::StreamInit { block, chunk } => Some((*block, chunk, true)),
+            Self::StreamWithBlock { block } => block.chunks.first().map(|c| (block.id, c, true)),
+            Self::PutBlock { .. } | Self::CloseContainer { .. } => None,
+        }
+    }
+
+    pub fn container_id(&self) -> u64 {
+        match self {
+            Self::WriteChunk { block, .. } | Self::StreamInit { block, .. } => block.container_id,
+            Self::PutBlock { block } | Self::StreamWithBlock { block } => block.id.container_id,
+            Self::CloseContainer { container_id } => *container_id,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::WriteChunk { .. } => "WriteChunk",
+            Self::PutBlock { .. } => "PutBlock",
+            Self::StreamInit { .. } => "StreamInit",
+            Self::StreamWithBlock { .. } => "StreamWithBlock",
+            Self::CloseContainer { .. } => "CloseContainer",
+        }
+    }
+}
+
+/// The result of applying an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PipelineResponse {
+    /// Committed (or already committed): the container's BCSID and the committed length.
+    Ok {
+        bcsid: u64,
+        length: u64,
+    },
+    Refused(DnError),
+}
+
+pub struct PipelineLogic {
+    pub pipeline_id: u64,
+    pub store: Arc<ContainerStore>,
+    pub state: Arc<PipelineState>,
+}
+
+/// Refusals that mean this replica can no longer follow the log safely.
+fn poisons_pipeline(code: Code) -> bool {
+    matches!(
+        code,
+        Code::ContainerNotFound | Code::ChecksumMismatch | Code::ContainerUnhealthy | Code::IoError
+    )
+}
+
+impl PipelineLogic {
+    /// Applies one entry at `index` against the container store (pure of Raft: unit-testable).
+    pub fn apply_entry(&self, index: u64, req: &PipelineRequest) -> PipelineResponse {
+        let r: Result<Applied, DnError> = match req {
+            PipelineRequest::WriteChunk { block, chunk }
+            | PipelineRequest::StreamInit { block, chunk } => {
+                self.store.apply_chunk(index, *block, chunk)
+            }
+            PipelineRequest::PutBlock { block } => self.store.apply_block(index, block, None),
+            PipelineRequest::StreamWithBlock { block } => match block.chunks.as_slice() {
+                [c] => self.store.apply_block(index, block, Some(c)),
+                _ => Err(DnError::invalid(
+                    "a stream-with-block entry must hold exactly one chunk",
+                )),
+            },
+            PipelineRequest::CloseContainer { container_id } => {
+                self.store.apply_close(index, *container_id)
+            }
+        };
+        match r {
+            Ok(Applied::Done { bcsid, length }) => PipelineResponse::Ok { bcsid, length },
+            Ok(Applied::AlreadyApplied { bcsid }) => PipelineResponse::Ok { bcsid, length: 0 },
+            Err(e) => {
+                if poisons_pipeline(e.code) {
+                    let reason = format!("apply of {} at index {index} failed: {e}", req.kind());
+                    tracing::error!(pipeline_id = self.pipeline_id, container_id = req.container_id(), %reason, "pipeline unhealthy");
+                    self.state.mark_unhealthy(&reason);
+                } else {
+                    tracing::warn!(pipeline_id = self.pipeline_id, index, error = %e, "entry refused at apply");
+                }
+                PipelineResponse::Refused(e)
+            }
+        }
+    }
+}
+
+impl StateMachineLogic for PipelineLogic {
+    type Request = PipelineRequest;
+    type Response = PipelineResponse;
+
+    fn column_families(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
+    fn apply(
+        &mut self,
+        _txn: &mut Txn<'_>,
+        log_id: &LogId,
+        req: PipelineRequest,
+    ) -> io::Result<PipelineResponse> {
+        Ok(self.apply_entry(log_id.index(), &req))
+    }
+}

@@ -1,0 +1,356 @@
+//! Pipelines: one Raft group per pipeline (its members are datanodes), created and closed
+//! on SCM command, reopened from `<data_dir>/pipelines/<id>/` after a restart.
+
+pub mod hook;
+pub mod logic;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use rozone_config::RaftSection;
+use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup, ServerState};
+use serde::{Deserialize, Serialize};
+
+use crate::clients::Clients;
+use crate::error::{Code, DnError};
+use crate::store::ContainerStore;
+pub use logic::{PipelineLogic, PipelineRequest, PipelineResponse};
+
+/// A member of a pipeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Member {
+    pub id: u64,
+    pub raft_addr: String,
+    pub container_addr: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PipelineFile {
+    id: u64,
+    members: Vec<Member>,
+    unhealthy: Option<String>,
+}
+
+/// Health of one pipeline on this node, persisted beside its Raft group.
+pub struct PipelineState {
+    pub id: u64,
+    pub members: Vec<Member>,
+    healthy: AtomicBool,
+    reason: Mutex<Option<String>>,
+    file: PathBuf,
+}
+
+impl PipelineState {
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::SeqCst)
+    }
+
+    pub fn unhealthy_reason(&self) -> Option<String> {
+        self.reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Marks the pipeline unhealthy (first reason wins); it then refuses writes and asks
+    /// SCM to close it in every heartbeat.
+    pub fn mark_unhealthy(&self, reason: &str) {
+        let mut r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if r.is_none() {
+            *r = Some(reason.to_string());
+        }
+        self.healthy.store(false, Ordering::SeqCst);
+        let f = PipelineFile {
+            id: self.id,
+            members: self.members.clone(),
+            unhealthy: r.clone(),
+        };
+        if let Err(e) = write_file(&self.file, &f) {
+            tracing::warn!(pipeline_id = self.id, error = %e, "could not persist pipeline health");
+        }
+    }
+}
+
+fn write_file(path: &std::path::Path, f: &PipelineFile) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(f).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, path)
+}
+
+pub struct Pipeline {
+    pub id: u64,
+    pub group: Arc<RaftGroup<PipelineLogic>>,
+    pub state: Arc<PipelineState>,
+}
+
+impl Pipeline {
+    /// Refuses a write unless this member is the ready leader of a healthy pipeline.
+    pub fn check_writable(&self) -> Result<(), tonic::Status> {
+        if !self.state.is_healthy() {
+            return Err(crate::error::to_status(DnError::new(
+                Code::PipelineUnhealthy,
+                format!(
+                    "pipeline {} is unhealthy ({}); SCM will close it",
+                    self.id,
+                    self.state.unhealthy_reason().unwrap_or_default()
+                ),
+            )));
+        }
+        if !self.group.is_ready_leader() {
+            return Err(crate::error::raft_to_status(self.group.not_leader_error()));
+        }
+        Ok(())
+    }
+
+    /// Proposes an entry and maps its response.
+    pub async fn propose(&self, req: PipelineRequest) -> Result<(u64, u64), tonic::Status> {
+        match self
+            .group
+            .write(req)
+            .await
+            .map_err(crate::error::raft_to_status)?
+        {
+            PipelineResponse::Ok { bcsid, length } => Ok((bcsid, length)),
+            PipelineResponse::Refused(e) => Err(crate::error::to_status(e)),
+        }
+    }
+
+    pub fn report(&self) -> rozone_proto::scm::PipelineReport {
+        let m = self.group.metrics();
+        rozone_proto::scm::PipelineReport {
+            pipeline_id: self.id,
+            is_leader: m.state == ServerState::Leader,
+            term: m.current_term,
+            healthy: self.state.is_healthy(),
+        }
+    }
+}
+
+/// Every pipeline this datanode is a member of.
+pub struct Pipelines {
+    pub node_id: u64,
+    root: PathBuf,
+    store: Arc<ContainerStore>,
+    registry: GroupRegistry,
+    channels: Arc<PeerChannels>,
+    clients: Arc<Clients>,
+    raft: RaftSection,
+    map: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    /// Serialises creation and closing.
+    change: tokio::sync::Mutex<()>,
+}
+
+pub fn group_id(pipeline: u64) -> String {
+    format!("pipeline-{pipeline}")
+}
+
+impl Pipelines {
+    pub fn new(
+        node_id: u64,
+        root: PathBuf,
+        store: Arc<ContainerStore>,
+        registry: GroupRegistry,
+        clients: Arc<Clients>,
+        raft: RaftSection,
+    ) -> Self {
+        Self {
+            node_id,
+            root,
+            store,
+            registry,
+            channels: Arc::new(PeerChannels::default()),
+            clients,
+            raft,
+            map: Mutex::new(HashMap::new()),
+            change: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Result<Arc<Pipeline>, DnError> {
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| {
+                DnError::new(
+                    Code::PipelineNotFound,
+                    format!("this datanode is not a member of pipeline {id}"),
+                )
+            })
+    }
+
+    pub fn all(&self) -> Vec<Arc<Pipeline>> {
+        let mut v: Vec<_> = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        v.sort_by_key(|p| p.id);
+        v
+    }
+
+    /// Group directory of a pipeline (tests copy snapshots in and out of it).
+    pub fn dir(&self, id: u64) -> PathBuf {
+        self.root.join(id.to_string())
+    }
+
+    /// Reopens every pipeline found on disk.
+    pub async fn reopen_all(&self) -> anyhow::Result<()> {
+        std::fs::create_dir_all(&self.root)
+            .with_context(|| format!("create {}", self.root.display()))?;
+        for e in std::fs::read_dir(&self.root)? {
+            let p = e?.path().join("pipeline.json");
+            if !p.is_file() {
+                continue;
+            }
+            let bytes = std::fs::read(&p).with_context(|| format!("read {}", p.display()))?;
+            let f: PipelineFile =
+                serde_json::from_slice(&bytes).with_context(|| format!("parse {}", p.display()))?;
+            self.start_group(f, false).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates (or, if it exists, keeps) a pipeline with these members.
+    pub async fn create(&self, id: u64, members: Vec<Member>) -> Result<(), DnError> {
+        let _one = self.change.lock().await;
+        if self.get(id).is_ok() {
+            return Ok(());
+        }
+        if !members.iter().any(|m| m.id == self.node_id) {
+            return Err(DnError::invalid(format!(
+                "pipeline {id}: this datanode ({}) is not among its members",
+                self.node_id
+            )));
+        }
+        let f = PipelineFile {
+            id,
+            members,
+            unhealthy: None,
+        };
+        self.start_group(f, true)
+            .await
+            .map_err(|e| DnError::io(&format!("start pipeline {id}"), format!("{e:#}")))
+    }
+
+    async fn start_group(&self, f: PipelineFile, fresh: bool) -> anyhow::Result<()> {
+        let dir = self.dir(f.id);
+        std::fs::create_dir_all(&dir)?;
+        let file = dir.join("pipeline.json");
+        if fresh {
+            write_file(&file, &f)?;
+        }
+        let me = f
+            .members
+            .iter()
+            .find(|m| m.id == self.node_id)
+            .context("this datanode is not a member")?
+            .clone();
+        let state = Arc::new(PipelineState {
+            id: f.id,
+            members: f.members.clone(),
+            healthy: AtomicBool::new(f.unhealthy.is_none()),
+            reason: Mutex::new(f.unhealthy.clone()),
+            file,
+        });
+        let mut gc = GroupConfig::new(
+            &group_id(f.id),
+            self.node_id,
+            NodeInfo::new(&me.raft_addr, &me.container_addr),
+            dir.join("raft"),
+        );
+        let r = &self.raft;
+        gc.election_timeout_min = r.election_timeout_min;
+        gc.election_timeout_max = r.election_timeout_max;
+        gc.heartbeat_interval = r.heartbeat_interval;
+        gc.fsync = r.fsync;
+        gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
+        gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        let logic = PipelineLogic {
+            pipeline_id: f.id,
+            store: self.store.clone(),
+            state: state.clone(),
+        };
+        let hook = Arc::new(hook::WriteStageHook {
+            pipeline_id: f.id,
+            node_id: self.node_id,
+            members: f.members.clone(),
+            store: self.store.clone(),
+            clients: self.clients.clone(),
+        });
+        let group = RaftGroup::start_with_append_hook(
+            gc,
+            logic,
+            &self.registry,
+            self.channels.clone(),
+            Some(hook),
+        )
+        .await?;
+        // The lowest id creates the group; the others learn it from its first append.
+        let lowest = f.members.iter().map(|m| m.id).min() == Some(self.node_id);
+        if lowest && !group.is_initialized().await? {
+            let members: BTreeMap<u64, NodeInfo> = f
+                .members
+                .iter()
+                .map(|m| (m.id, NodeInfo::new(&m.raft_addr, &m.container_addr)))
+                .collect();
+            group.initialize(members).await?;
+        }
+        tracing::info!(
+            pipeline_id = f.id,
+            members = f.members.len(),
+            healthy = state.is_healthy(),
+            "pipeline started"
+        );
+        let p = Arc::new(Pipeline {
+            id: f.id,
+            group,
+            state,
+        });
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(f.id, p);
+        Ok(())
+    }
+
+    /// Closes a pipeline: stops its group and removes its log (containers stay).
+    pub async fn close(&self, id: u64) -> Result<(), DnError> {
+        let _one = self.change.lock().await;
+        let p = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id);
+        if let Some(p) = p {
+            p.group.shutdown().await;
+            drop(p);
+            crate::store::volume::remove(&self.dir(id));
+            tracing::info!(pipeline_id = id, "pipeline closed");
+        }
+        Ok(())
+    }
+
+    /// Stops every group (the node is stopping).
+    pub async fn stop_all(&self) {
+        let all: Vec<Arc<Pipeline>> = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, p)| p)
+            .collect();
+        for p in all {
+            p.group.shutdown().await;
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The link to the SCM ring: register, then heartbeat to the leader (following leader
+//! hints across `datanode.scm_addrs`, re-registering when asked), with node, container and
+//! pipeline reports, pipeline actions and command statuses; commands in the replies run in
+//! the background ([`crate::commands`]).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rozone_proto::scm as spb;
+use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::commands::Executor;
+use crate::pipeline::Pipelines;
+use crate::store::ContainerStore;
+
+/// Counters and state the health endpoint shows.
+#[derive(Default)]
+pub struct LinkStatus {
+    pub registered: AtomicBool,
+    pub heartbeats: AtomicU64,
+    pub failures: AtomicU64,
+    pub leader: Mutex<Option<String>>,
+}
+
+pub struct ScmLink {
+    pub addrs: Vec<String>,
+    pub details: spb::DatanodeDetails,
+    pub store: Arc<ContainerStore>,
+    pub pipelines: Arc<Pipelines>,
+    pub executor: Arc<Executor>,
+    pub interval: Duration,
+    pub full_report_interval: Duration,
+    pub status: Arc<LinkStatus>,
+}
+
+fn client(addr: &str) -> Result<ScmDatanodeClient<Channel>, String> {
+    let ch = Endpoint::from_shared(format!("http://{addr}"))
+        .map_err(|e| format!("bad SCM address {addr:?}: {e}"))?
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(10))
+        .connect_lazy();
+    Ok(ScmDatanodeClient::new(ch))
+}
+
+impl ScmLink {
+    fn node_report(&self) -> spb::NodeReport {
+        spb::NodeReport {
+            storage: self
+                .store
+                .volumes()
+                .iter()
+                .map(|v| {
+                    let (capacity, used, remaining) = v.space();
+                    spb::StorageReport {
+                        path: v.root().display().to_string(),
+                        capacity,
+                        used,
+                        remaining,
+                        failed: false,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn full_report(&self) -> spb::ContainerReport {
+        spb::ContainerReport {
+            replicas: self
+                .store
+                .descriptors()
+                .iter()
+                .map(|d| d.to_replica())
+                .collect(),
+        }
+    }
+
+    fn pipeline_reports(&self) -> Vec<spb::PipelineReport> {
+        self.pipelines.all().iter().map(|p| p.report()).collect()
+    }
+
+    /// A CLOSE action for every unhealthy pipeline, in every heartbeat until SCM closes it.
+    fn pipeline_actions(&self) -> Vec<spb::PipelineAction> {
+        self.pipelines
+            .all()
+            .iter()
+            .filter(|p| !p.state.is_healthy())
+            .map(|p| spb::PipelineAction {
+                pipeline_id: p.id,
+                action: spb::pipeline_action::Action::Close as i32,
+                reason: p.state.unhealthy_reason().unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// Runs until `stop`.
+    pub async fn run(self, stop: CancellationToken) {
+        let mut at = 0usize;
+        let mut current = self.addrs.first().cloned().unwrap_or_default();
+        let mut last_full: Option<Instant> = None;
+        let mut tick = tokio::time::interval(self.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let r = self.beat(&current, &mut last_full).await;
+            match r {
+                Ok(()) => {
+                    self.status.heartbeats.fetch_add(1, Ordering::Relaxed);
+                    *self.status.leader.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(current.clone());
+                }
+                Err(s) => {
+                    self.status.failures.fetch_add(1, Ordering::Relaxed);
+                    match rozone_rpc::leader_hint(&s) {
+                        Some(h) if h != current => current = h,
+                        _ => {
+                            at = (at + 1) % self.addrs.len().max(1);
+                            current = self.addrs.get(at).cloned().unwrap_or_default();
+                        }
+                    }
+                    tracing::debug!(scm = %current, error = %s.message(), "SCM heartbeat failed");
+                }
+            }
+        }
+    }
+
+    async fn beat(&self, addr: &str, last_full: &mut Option<Instant>) -> Result<(), tonic::Status> {
+        let mut c = client(addr).map_err(tonic::Status::invalid_argument)?;
+        if !self.status.registered.load(Ordering::SeqCst) {
+            let req = spb::RegisterRequest {
+                datanode: Some(self.details.clone()),
+                node_report: Some(self.node_report()),
+                container_report: Some(self.full_report()),
+                pipeline_reports: self.pipeline_reports(),
+            };
+            let reply = c.register(req).await?.into_inner();
+            tracing::info!(scm = %addr, cluster_id = %reply.cluster_id, "registered with SCM");
+            self.status.registered.store(true, Ordering::SeqCst);
+            *last_full = Some(Instant::now());
+            // Everything was just reported in full.
+            let _ = self.store.take_changed();
+            return Ok(());
+        }
+        let full_due = last_full.is_none_or(|t| t.elapsed() >= self.full_report_interval);
+        let changed = self.store.take_changed();
+        let statuses = self.executor.take_statuses();
+        let req = spb::HeartbeatRequest {
+            datanode_id: self.details.id,
+            node_report: Some(self.node_report()),
+            full_container_report: full_due.then(|| self.full_report()),
+            incremental_container_report: changed.iter().map(|d| d.to_replica()).collect(),
+            pipeline_reports: self.pipeline_reports(),
+            pipeline_actions: self.pipeline_actions(),
+            command_status: statuses.clone(),
+        };
+        match c.heartbeat(req).await {
+            Ok(r) => {
+                if full_due {
+                    *last_full = Some(Instant::now());
+                }
+                let r = r.into_inner();
+                if r.reregister {
+                    tracing::info!(scm = %addr, "SCM asked to register again");
+                    self.status.registered.store(false, Ordering::SeqCst);
+                }
+                for cmd in r.commands {
+                    self.executor.submit(cmd);
+                }
+                Ok(())
+            }
+            Err(s) => {
+                self.store.requeue_changed(changed.iter().map(|d| d.id));
+                self.executor.requeue_statuses(statuses);
+                Err(s)
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Changes SCM commands make to a replica outside the pipeline log: delete a container
+//! (leaving a tombstone), delete blocks, close without the pipeline (QUASI_CLOSED), and
+//! import a replicated container.
+
+use std::path::Path;
+
+use rozone_kv::rocksdb::WriteBatch;
+
+use super::{lock, volume, ContainerStore};
+use crate::error::{Code, DnError};
+use crate::types::{BlockData, ContainerState, Descriptor};
+
+impl ContainerStore {
+    /// Deletes a replica: only when it holds no blocks, unless forced; an OPEN container
+    /// only when forced. The descriptor stays as a DELETED tombstone.
+    pub fn delete_container(&self, cid: u64, force: bool) -> Result<(), DnError> {
+        let (vi, d) = self.live(cid)?;
+        if !force && d.block_count > 0 {
+            return Err(DnError::new(
+                Code::ContainerNotEmpty,
+                format!(
+                    "container {cid} holds {} blocks; delete with force",
+                    d.block_count
+                ),
+            ));
+        }
+        if !force && d.state == ContainerState::Open {
+            return Err(DnError::new(
+                Code::ClosedContainerIo,
+                format!("container {cid} is OPEN; delete with force"),
+            ));
+        }
+        let v = &self.volumes[vi];
+        let mut g = lock(&self.meta);
+        let mut batch = WriteBatch::default();
+        v.delete_container_rows(&mut batch, cid)?;
+        let mut tomb = d;
+        tomb.state = ContainerState::Deleted;
+        tomb.block_count = 0;
+        tomb.used_bytes = 0;
+        self.commit(&mut g, vi, batch, tomb)?;
+        drop(g);
+        // Files go after the tombstone is durable: a crash in between leaves an orphan
+        // directory, removed at the next start.
+        volume::remove(&v.container_dir(cid));
+        tracing::info!(
+            container_id = cid,
+            force,
+            "container deleted (tombstone kept)"
+        );
+        Ok(())
+    }
+
+    /// Deletes blocks of a container (SCM's deleted-block transactions). Unknown blocks are
+    /// already gone; returns how many were deleted.
+    pub fn delete_blocks(&self, cid: u64, local_ids: &[u64]) -> Result<usize, DnError> {
+        let (vi, _) = self.live(cid)?;
+        let v = &self.volumes[vi];
+        let mut g = lock(&self.meta);
+        let Some((_, mut d)) = g.get(&cid).cloned() else {
+            return Err(DnError::container_not_found(cid));
+        };
+        let mut batch = WriteBatch::default();
+        let mut removed = Vec::new();
+        for &lid in local_ids {
+            let id = crate::types::BlockId {
+                container_id: cid,
+                local_id: lid,
+            };
+            if let Some(b) = v.get_block(id)? {
+                v.delete_block(&mut batch, id)?;
+                v.delete_chunks(&mut batch, id)?;
+                d.block_count = d.block_count.saturating_sub(1);
+                d.used_bytes = d.used_bytes.saturating_sub(b.length);
+                removed.push(id);
+            }
+        }
+        if removed.is_empty() {
+            return Ok(0);
+        }
+        if matches!(
+            d.state,
+            ContainerState::Closed | ContainerState::QuasiClosed
+        ) {
+            let mut blocks = v.blocks(cid, 0, usize::MAX)?;
+            blocks.retain(|b| !removed.contains(&b.id));
+            d.checksum = super::container_checksum(&blocks);
+        }
+        self.commit(&mut g, vi, batch, d)?;
+        drop(g);
+        for id in &removed {
+            volume::remove(&v.block_file(*id));
+        }
+        Ok(removed.len())
+    }
+
+    /// Closes a replica without the pipeline (its pipeline is gone): QUASI_CLOSED.
+    pub fn quasi_close(&self, cid: u64) -> Result<(), DnError> {
+        let (vi, d) = self.live(cid)?;
+        if !matches!(d.state, ContainerState::Open | ContainerState::Closing) {
+            return Ok(());
+        }
+        let blocks = self.volumes[vi].blocks(cid, 0, usize::MAX)?;
+        let mut g = lock(&self.meta);
+        let mut d = d;
+        d.state = ContainerState::QuasiClosed;
+        d.checksum = super::container_checksum(&blocks);
+        self.commit(&mut g, vi, WriteBatch::default(), d)
+    }
+
+    /// Marks an OPEN replica CLOSING (SCM asked to close it; the pipeline commits the close).
+    pub fn mark_closing(&self, cid: u64) -> Result<(), DnError> {
+        let (vi, d) = self.live(cid)?;
+        if d.state != ContainerState::Open {
+            return Ok(());
+        }
+        let mut g = lock(&self.meta);
+        let mut d = d;
+        d.state = ContainerState::Closing;
+        self.commit(&mut g, vi, WriteBatch::default(), d)
+    }
+
+    /// Installs a verified, staged replica: the staged directory is renamed into place,
+    /// then the descriptor and blocks are written in one batch. A crash between leaves a
+    /// directory without descriptor, removed at the next start: never a partial container.
+    pub fn import(
+        &self,
+        vi: usize,
+        staged: &Path,
+        d: Descriptor,
+        blocks: &[BlockData],
+    ) -> Result<(), DnError> {
+        let cid = d.id;
+        let v = &self.volumes[vi];
+        let mut g = lock(&self.meta);
+        if let Some((_, old)) = g.get(&cid) {
+            if old.state != ContainerState::Deleted {
+                return Err(DnError::invalid(format!(
+                    "container {cid} already exists here ({:?})",
+                    old.state
+                )));
+            }
+        }
+        let dest = v.container_dir(cid);
+        volume::remove(&dest);
+        std::fs::rename(staged, &dest)
+            .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+        let mut batch = WriteBatch::default();
+        if let Some((ovi, _)) = g.get(&cid).cloned() {
+            if ovi != vi {
+                // The tombstone lives on another volume: it moves with the replica.
+                let mut b = WriteBatch::default();
+                self.volumes[ovi].delete_container_rows(&mut b, cid)?;
+                self.volumes[ovi].write(b, self.sync)?;
+            }
+        }
+        v.delete_container_rows(&mut batch, cid)?;
+        for b in blocks {
+            v.put_block(&mut batch, b)?;
+        }
+        self.commit(&mut g, vi, batch, d)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,275 @@
+//! The container store: every container replica on this datanode.
+//!
+//! One RocksDB per data directory (as Ozone's schema v3), keyed by container id: the
+//! descriptor (state, BCSID, block count, used bytes, checksum), committed blocks and
+//! committed chunks not yet part of a block. Chunk bytes live in files, one per block
+//! (`<volume>/containers/<cid>/chunks/<local id>.block`, a block's chunks at their offsets).
+//!
+//! Only the write stage ([`write`]) may create a container (OPEN). The apply stage
+//! ([`apply`]) never does: an entry for a missing container is `CONTAINER_NOT_FOUND`.
+//! A deleted container keeps its descriptor as a tombstone (state DELETED), so neither a
+//! replayed entry nor a re-sent write can resurrect it.
+
+pub mod admin;
+pub mod apply;
+pub mod read;
+pub mod volume;
+pub mod write;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rozone_kv::rocksdb::WriteBatch;
+
+use crate::error::DnError;
+use crate::types::{BlockData, BlockId, ContainerState, Descriptor};
+pub use volume::Volume;
+
+/// A (block, offset, len, first checksum) the write stage stored in this process.
+type RecentKey = (BlockId, u64, u64, u32);
+
+/// How many recent writes are remembered (an optimisation only: a miss re-reads the file).
+const RECENT_MAX: usize = 50_000;
+
+pub struct ContainerStore {
+    volumes: Vec<Volume>,
+    /// Every descriptor (tombstones too) and the volume holding it. Also serialises
+    /// descriptor read-modify-write.
+    meta: Mutex<HashMap<u64, (usize, Descriptor)>>,
+    /// Containers whose descriptor changed since the last incremental report.
+    changed: Mutex<BTreeSet<u64>>,
+    recent: Mutex<HashSet<RecentKey>>,
+    /// fsync chunk files and metadata writes.
+    sync: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ContainerStore {
+    /// Opens (creating) every volume and loads its descriptors. Leftovers of interrupted
+    /// writes and imports are removed; a container whose files are damaged is marked
+    /// UNHEALTHY.
+    pub fn open(dirs: &[PathBuf], capacity: u64, sync: bool) -> Result<Self, DnError> {
+        let mut volumes = Vec::new();
+        let mut meta = HashMap::new();
+        for (vi, dir) in dirs.iter().enumerate() {
+            let v = Volume::open(dir, capacity)?;
+            for d in v.load_descriptors()? {
+                if let Some((other, _)) = meta.get(&d.id) {
+                    if d.state == ContainerState::Deleted {
+                        continue;
+                    }
+                    tracing::warn!(container_id = d.id, volume = %dir.display(), other, "container on two volumes; keeping the first");
+                    continue;
+                }
+                meta.insert(d.id, (vi, d));
+            }
+            v.cleanup_orphans(|cid| {
+                meta.get(&cid)
+                    .is_some_and(|(i, d)| *i == vi && d.state != ContainerState::Deleted)
+            })?;
+            volumes.push(v);
+        }
+        let store = Self {
+            volumes,
+            meta: Mutex::new(meta),
+            changed: Mutex::new(BTreeSet::new()),
+            recent: Mutex::new(HashSet::new()),
+            sync,
+        };
+        store.check_damage()?;
+        store.recount_used();
+        Ok(store)
+    }
+
+    /// Marks UNHEALTHY every live container whose directory or block files are missing or
+    /// shorter than their committed blocks.
+    fn check_damage(&self) -> Result<(), DnError> {
+        let live: Vec<(usize, Descriptor)> = lock(&self.meta)
+            .values()
+            .filter(|(_, d)| {
+                !matches!(d.state, ContainerState::Deleted | ContainerState::Unhealthy)
+            })
+            .cloned()
+            .collect();
+        for (vi, d) in live {
+            let v = &self.volumes[vi];
+            let problem = if !v.container_dir(d.id).is_dir() {
+                Some("container directory is missing".to_string())
+            } else {
+                v.blocks(d.id, 0, usize::MAX)?.into_iter().find_map(|b| {
+                    let p = v.block_file(b.id);
+                    match std::fs::metadata(&p) {
+                        Ok(m) if m.len() >= b.length => None,
+                        Ok(m) => Some(format!(
+                            "{} holds {} bytes, block {} needs {}",
+                            p.display(),
+                            m.len(),
+                            b.id,
+                            b.length
+                        )),
+                        Err(e) => Some(format!("{}: {e}", p.display())),
+                    }
+                })
+            };
+            if let Some(why) = problem {
+                self.mark_unhealthy(d.id, &why)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn recount_used(&self) {
+        let meta = lock(&self.meta);
+        for (vi, v) in self.volumes.iter().enumerate() {
+            let used = meta
+                .values()
+                .filter(|(i, d)| *i == vi && d.state != ContainerState::Deleted)
+                .map(|(_, d)| d.used_bytes)
+                .sum();
+            v.set_used(used);
+        }
+    }
+
+    pub fn volumes(&self) -> &[Volume] {
+        &self.volumes
+    }
+
+    /// The descriptor of a container (tombstones included).
+    pub fn descriptor(&self, cid: u64) -> Option<Descriptor> {
+        lock(&self.meta).get(&cid).map(|(_, d)| d.clone())
+    }
+
+    /// The live replica (not deleted), with its volume index.
+    pub fn live(&self, cid: u64) -> Result<(usize, Descriptor), DnError> {
+        match lock(&self.meta).get(&cid) {
+            Some((vi, d)) if d.state != ContainerState::Deleted => Ok((*vi, d.clone())),
+            _ => Err(DnError::container_not_found(cid)),
+        }
+    }
+
+    /// Every descriptor except tombstones.
+    pub fn descriptors(&self) -> Vec<Descriptor> {
+        let mut v: Vec<Descriptor> = lock(&self.meta)
+            .values()
+            .filter(|(_, d)| d.state != ContainerState::Deleted)
+            .map(|(_, d)| d.clone())
+            .collect();
+        v.sort_by_key(|d| d.id);
+        v
+    }
+
+    /// Descriptors changed since the last call (tombstones report the deletion).
+    pub fn take_changed(&self) -> Vec<Descriptor> {
+        let ids = std::mem::take(&mut *lock(&self.changed));
+        let meta = lock(&self.meta);
+        ids.into_iter()
+            .filter_map(|id| meta.get(&id).map(|(_, d)| d.clone()))
+            .collect()
+    }
+
+    /// Puts changed containers back for the next incremental report (a heartbeat failed).
+    pub fn requeue_changed(&self, ids: impl IntoIterator<Item = u64>) {
+        lock(&self.changed).extend(ids);
+    }
+
+    pub fn volume_of(&self, cid: u64) -> Option<&Volume> {
+        lock(&self.meta).get(&cid).map(|(vi, _)| &self.volumes[*vi])
+    }
+
+    /// Writes `batch` plus the new descriptor, then publishes the descriptor. The caller
+    /// holds the meta lock (`guard`).
+    fn commit(
+        &self,
+        guard: &mut MutexGuard<'_, HashMap<u64, (usize, Descriptor)>>,
+        vi: usize,
+        mut batch: WriteBatch,
+        d: Descriptor,
+    ) -> Result<(), DnError> {
+        let v = &self.volumes[vi];
+        v.put_descriptor(&mut batch, &d)?;
+        v.write(batch, self.sync)?;
+        let old_used = guard.get(&d.id).map(|(_, o)| o.used_bytes).unwrap_or(0);
+        let new_used = if d.state == ContainerState::Deleted {
+            0
+        } else {
+            d.used_bytes
+        };
+        v.adjust_used(old_used, new_used);
+        lock(&self.changed).insert(d.id);
+        guard.insert(d.id, (vi, d));
+        Ok(())
+    }
+
+    /// Marks a container UNHEALTHY (damaged files, missing data): never served again.
+    pub fn mark_unhealthy(&self, cid: u64, why: &str) -> Result<(), DnError> {
+        let mut g = lock(&self.meta);
+        let Some((vi, d)) = g.get(&cid).cloned() else {
+            return Ok(());
+        };
+        if matches!(d.state, ContainerState::Deleted | ContainerState::Unhealthy) {
+            return Ok(());
+        }
+        tracing::error!(
+            container_id = cid,
+            reason = why,
+            "container replica marked UNHEALTHY"
+        );
+        let mut d = d;
+        d.state = ContainerState::Unhealthy;
+        self.commit(&mut g, vi, WriteBatch::default(), d)
+    }
+
+    fn remember(&self, block: BlockId, offset: u64, len: u64, first: u32) {
+        let mut r = lock(&self.recent);
+        if r.len() >= RECENT_MAX {
+            r.clear();
+        }
+        r.insert((block, offset, len, first));
+    }
+
+    fn recently_written(&self, block: BlockId, offset: u64, len: u64, first: u32) -> bool {
+        lock(&self.recent).contains(&(block, offset, len, first))
+    }
+
+    /// Committed blocks of a container in local-id order.
+    pub fn blocks(&self, cid: u64) -> Result<Vec<BlockData>, DnError> {
+        let (vi, _) = self.live(cid)?;
+        self.volumes[vi].blocks(cid, 0, usize::MAX)
+    }
+
+    /// Directory of a container's files (live replicas only).
+    pub fn container_dir(&self, cid: u64) -> Result<PathBuf, DnError> {
+        let (vi, _) = self.live(cid)?;
+        Ok(self.volumes[vi].container_dir(cid))
+    }
+
+    /// Root of a volume by index.
+    pub fn volume_root(&self, vi: usize) -> &Path {
+        self.volumes[vi].root()
+    }
+}
+
+/// The container checksum: CRC32C over every committed block's id, length, bcsid and chunk
+/// checksums, in local-id order (hex).
+pub fn container_checksum(blocks: &[BlockData]) -> String {
+    let mut crc = 0u32;
+    for b in blocks {
+        let mut buf = Vec::with_capacity(32 + b.chunks.len() * 24);
+        buf.extend_from_slice(&b.id.local_id.to_be_bytes());
+        buf.extend_from_slice(&b.length.to_be_bytes());
+        buf.extend_from_slice(&b.bcsid.to_be_bytes());
+        for c in &b.chunks {
+            buf.extend_from_slice(&c.offset.to_be_bytes());
+            buf.extend_from_slice(&c.len.to_be_bytes());
+            for v in &c.checksum.values {
+                buf.extend_from_slice(&v.to_be_bytes());
+            }
+        }
+        crc = crate::checksum::crc32c_append(crc, &buf);
+    }
+    format!("{crc:08x}-{}", blocks.len())
+}

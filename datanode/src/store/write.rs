@@ -1,0 +1,277 @@
+//! The write stage: chunk bytes reach the container's block file before the log entry that
+//! commits them is appended. Only here may a container be created (OPEN) — never for a
+//! tombstone, never for a container that is not OPEN.
+
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use rozone_kv::rocksdb::WriteBatch;
+
+use super::{lock, ContainerStore};
+use crate::error::{Code, DnError};
+use crate::types::{BlockId, ChunkInfo, ContainerState, Descriptor};
+
+impl ContainerStore {
+    /// The volume a write for `cid` goes to: the container's, or the one with most room
+    /// for a new container.
+    pub fn volume_for_write(&self, cid: u64, need: u64) -> Result<usize, DnError> {
+        if let Some((vi, d)) = lock(&self.meta).get(&cid) {
+            check_writable(d)?;
+            return Ok(*vi);
+        }
+        self.volumes
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (i, v.space().2))
+            .filter(|(_, free)| *free >= need)
+            .max_by_key(|(_, free)| *free)
+            .map(|(i, _)| i)
+            .ok_or_else(|| {
+                DnError::new(
+                    Code::DiskFull,
+                    format!("no data directory has {need} bytes free for container {cid}"),
+                )
+            })
+    }
+
+    /// The volume with most room, for an imported replica.
+    pub fn volume_for_import(&self) -> Result<usize, DnError> {
+        self.volumes
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, v)| v.space().2)
+            .map(|(i, _)| i)
+            .ok_or_else(|| DnError::new(Code::DiskFull, "no data directory"))
+    }
+
+    /// Returns the OPEN container's volume, creating the container when it never existed
+    /// here. `preferred` is the volume data was staged on.
+    pub fn ensure_open(
+        &self,
+        cid: u64,
+        pipeline: u64,
+        need: u64,
+        preferred: Option<usize>,
+    ) -> Result<usize, DnError> {
+        let mut g = lock(&self.meta);
+        if let Some((vi, d)) = g.get(&cid) {
+            check_writable(d)?;
+            return Ok(*vi);
+        }
+        drop(g);
+        let vi = match preferred {
+            Some(v) => v,
+            None => self.volume_for_write(cid, need)?,
+        };
+        g = lock(&self.meta);
+        if let Some((vi, d)) = g.get(&cid) {
+            check_writable(d)?;
+            return Ok(*vi);
+        }
+        let dir = self.volumes[vi].container_dir(cid).join("chunks");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| DnError::io(&format!("create {}", dir.display()), e))?;
+        if self.sync {
+            sync_dir(dir.parent().and_then(Path::parent).unwrap_or(&dir));
+        }
+        tracing::info!(
+            container_id = cid,
+            pipeline_id = pipeline,
+            "container created (OPEN) by the write stage"
+        );
+        self.commit(
+            &mut g,
+            vi,
+            WriteBatch::default(),
+            Descriptor::new_open(cid, pipeline),
+        )?;
+        Ok(vi)
+    }
+
+    /// Write stage of a WriteChunk: verifies the bytes against the chunk's checksums (a
+    /// mismatch stores nothing), then writes them at the chunk's offset.
+    pub fn write_chunk(
+        &self,
+        pipeline: u64,
+        block: BlockId,
+        chunk: &ChunkInfo,
+        data: &[u8],
+    ) -> Result<(), DnError> {
+        if data.len() as u64 != chunk.len {
+            return Err(DnError::invalid(format!(
+                "chunk at offset {} of block {block} declares {} bytes but carries {}",
+                chunk.offset,
+                chunk.len,
+                data.len()
+            )));
+        }
+        verify(block, chunk, data)?;
+        let vi = self.ensure_open(block.container_id, pipeline, chunk.len, None)?;
+        let path = self.volumes[vi].block_file(block);
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| DnError::io(&format!("open {}", path.display()), e))?;
+        f.write_all_at(data, chunk.offset)
+            .map_err(|e| DnError::io(&format!("write {}", path.display()), e))?;
+        if self.sync {
+            f.sync_data()
+                .map_err(|e| DnError::io(&format!("sync {}", path.display()), e))?;
+        }
+        self.remember(block, chunk.offset, chunk.len, first(chunk));
+        Ok(())
+    }
+
+    /// Starts staging a streamed block: a temp file on the volume the container lives on
+    /// (or would be created on). Refuses at once for tombstones and non-OPEN containers.
+    pub fn stage_stream(&self, block: BlockId) -> Result<StagedFile, DnError> {
+        let vi = self.volume_for_write(block.container_id, 0)?;
+        let path =
+            self.volumes[vi].tmp_path(&format!("stream-{}-{}", block.container_id, block.local_id));
+        let file = std::fs::File::create(&path)
+            .map_err(|e| DnError::io(&format!("create {}", path.display()), e))?;
+        Ok(StagedFile {
+            volume: vi,
+            path,
+            file: Some(file),
+        })
+    }
+
+    /// Write stage of a stream: the staged bytes (already checked against `chunk`) become the
+    /// block's file; the container is created OPEN if it never existed here.
+    pub fn install_stream(
+        &self,
+        pipeline: u64,
+        block: BlockId,
+        chunk: &ChunkInfo,
+        mut staged: StagedFile,
+    ) -> Result<(), DnError> {
+        let f = staged
+            .file
+            .take()
+            .ok_or_else(|| DnError::io("stream", "staged file already used"))?;
+        let len = f
+            .metadata()
+            .map_err(|e| DnError::io("stat staged stream", e))?
+            .len();
+        if len != chunk.len {
+            return Err(DnError::invalid(format!(
+                "stream of block {block} staged {len} bytes, declared {}",
+                chunk.len
+            )));
+        }
+        if self.sync {
+            f.sync_data()
+                .map_err(|e| DnError::io("sync staged stream", e))?;
+        }
+        drop(f);
+        let vi = self.ensure_open(block.container_id, pipeline, chunk.len, Some(staged.volume))?;
+        let dest = self.volumes[vi].block_file(block);
+        std::fs::rename(&staged.path, &dest)
+            .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+        if self.sync {
+            if let Some(p) = dest.parent() {
+                sync_dir(p);
+            }
+        }
+        self.remember(block, 0, chunk.len, first(chunk));
+        Ok(())
+    }
+
+    /// Whether this replica holds the chunk's bytes intact (the write stage ran here).
+    pub fn has_chunk(&self, block: BlockId, chunk: &ChunkInfo) -> bool {
+        if self.recently_written(block, chunk.offset, chunk.len, first(chunk)) {
+            return true;
+        }
+        match self.read_raw(block, chunk.offset, chunk.len) {
+            Ok(data) => verify(block, chunk, &data).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// Bytes of a block file as written (committed or not), for peers pulling them.
+    pub fn read_raw(&self, block: BlockId, offset: u64, len: u64) -> Result<Vec<u8>, DnError> {
+        let (vi, _) = self.live(block.container_id)?;
+        let path = self.volumes[vi].block_file(block);
+        let f = std::fs::File::open(&path)
+            .map_err(|e| DnError::new(Code::NoSuchBlock, format!("block {block}: {e}")))?;
+        let mut buf = vec![0u8; len as usize];
+        f.read_exact_at(&mut buf, offset).map_err(|e| {
+            DnError::new(
+                Code::OutOfRange,
+                format!(
+                    "block {block}: bytes [{offset}, {}) not present: {e}",
+                    offset + len
+                ),
+            )
+        })?;
+        Ok(buf)
+    }
+}
+
+/// A streamed block being staged; removed if dropped before install.
+pub struct StagedFile {
+    volume: usize,
+    path: PathBuf,
+    file: Option<std::fs::File>,
+}
+
+impl StagedFile {
+    pub fn append(&mut self, data: &[u8]) -> Result<(), DnError> {
+        match &mut self.file {
+            Some(f) => f
+                .write_all(data)
+                .map_err(|e| DnError::io("write staged stream", e)),
+            None => Err(DnError::io("stream", "staged file already used")),
+        }
+    }
+}
+
+impl Drop for StagedFile {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            super::volume::remove(&self.path);
+        }
+    }
+}
+
+fn first(c: &ChunkInfo) -> u32 {
+    c.checksum.values.first().copied().unwrap_or(0)
+}
+
+/// Checks bytes against a chunk's checksums.
+pub fn verify(block: BlockId, chunk: &ChunkInfo, data: &[u8]) -> Result<(), DnError> {
+    chunk.checksum.verify(data).map_err(|m| {
+        DnError::new(
+            Code::ChecksumMismatch,
+            format!(
+                "block {block}, chunk at offset {}: byte {} of the chunk: {}",
+                chunk.offset, m.at, m.reason
+            ),
+        )
+    })
+}
+
+fn check_writable(d: &Descriptor) -> Result<(), DnError> {
+    match d.state {
+        ContainerState::Open => Ok(()),
+        ContainerState::Deleted => Err(DnError::container_not_found(d.id)),
+        ContainerState::Unhealthy => Err(DnError::new(
+            Code::ContainerUnhealthy,
+            format!("container {} is UNHEALTHY", d.id),
+        )),
+        s => Err(DnError::new(
+            Code::ClosedContainerIo,
+            format!("container {} is {s:?}: no more writes", d.id),
+        )),
+    }
+}
+
+fn sync_dir(p: &Path) {
+    if let Ok(f) = std::fs::File::open(p) {
+        let _ = f.sync_all();
+    }
+}
