@@ -48,6 +48,9 @@ impl Default for WriteOptions {
     }
 }
 
+/// How long members may answer PIPELINE_NOT_FOUND for a pipeline the SCM just created.
+const PIPELINE_APPEAR: Duration = Duration::from_secs(5);
+
 /// Why one block write failed, and what to avoid next time.
 #[derive(Debug)]
 struct BlockFailure {
@@ -234,6 +237,7 @@ impl KeyWriter<'_> {
         let mut unreachable: Vec<u64> = Vec::new();
         let mut backoff = Duration::from_millis(20);
         let mut last = String::new();
+        let mut not_found_since: Option<Instant> = None;
         while Instant::now() < deadline {
             let dn = members[target % members.len()];
             let r = self.write_to(&dn.container_addr, block, data.clone()).await;
@@ -267,7 +271,20 @@ impl KeyWriter<'_> {
                         detail: last,
                     });
                 }
-                Some("PIPELINE_NOT_FOUND") | Some("PIPELINE_UNHEALTHY") => {
+                Some("PIPELINE_NOT_FOUND") => {
+                    // A new pipeline reaches its members with their next heartbeat: give
+                    // them a moment before judging the pipeline gone.
+                    let since = *not_found_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() >= PIPELINE_APPEAR {
+                        return Err(BlockFailure {
+                            datanodes: unreachable,
+                            container: false,
+                            detail: last,
+                        });
+                    }
+                    target += 1;
+                }
+                Some("PIPELINE_UNHEALTHY") => {
                     return Err(BlockFailure {
                         datanodes: unreachable,
                         container: false,

@@ -9,11 +9,11 @@ use common::*;
 
 fn volume_bucket(c: &DevCluster) {
     ok(c.cli().args(["sh", "volume", "create", "/vol1"]));
-    ok(c.cli().args(["sh", "bucket", "create", "/vol1/b1"]));
+    ok(c.cli().args(["sh", "bucket", "create", "/vol1/bkt1"]));
     let v = c.json(&["sh", "volume", "info", "/vol1"]);
     assert_eq!(v["name"], "vol1");
     let bs = c.json(&["sh", "bucket", "list", "/vol1"]);
-    assert_eq!(bs[0]["name"], "b1", "{bs}");
+    assert_eq!(bs[0]["name"], "bkt1", "{bs}");
     let vs = ok(c.cli().args(["sh", "volume", "list"]));
     assert!(vs.lines().any(|l| l.starts_with("vol1 ")), "{vs}");
 }
@@ -23,9 +23,13 @@ fn big_file_round_trip(c: &DevCluster) -> Vec<u8> {
     let src = dir.path().join("big.bin");
     let body = data(100 << 20, 1);
     std::fs::write(&src, &body).expect("write source");
-    ok(c.cli().args(["sh", "key", "put", "/vol1/b1/big"]).arg(&src));
+    ok(c.cli()
+        .args(["sh", "key", "put", "/vol1/bkt1/big"])
+        .arg(&src));
     let got = dir.path().join("big.out");
-    ok(c.cli().args(["sh", "key", "get", "/vol1/b1/big"]).arg(&got));
+    ok(c.cli()
+        .args(["sh", "key", "get", "/vol1/bkt1/big"])
+        .arg(&got));
     let back = std::fs::read(&got).expect("read back");
     assert!(
         back == body,
@@ -35,10 +39,12 @@ fn big_file_round_trip(c: &DevCluster) -> Vec<u8> {
     );
     // A get never overwrites without --force.
     fails_with(
-        c.cli().args(["sh", "key", "get", "/vol1/b1/big"]).arg(&got),
+        c.cli()
+            .args(["sh", "key", "get", "/vol1/bkt1/big"])
+            .arg(&got),
         "exists",
     );
-    let info = c.json(&["sh", "key", "info", "/vol1/b1/big"]);
+    let info = c.json(&["sh", "key", "info", "/vol1/bkt1/big"]);
     assert_eq!(info["size"], 100u64 << 20);
     assert!(
         info["checksum"]
@@ -56,19 +62,19 @@ fn small_keys(c: &DevCluster) {
         let p = dir.path().join(format!("s{i}"));
         std::fs::write(&p, data(1000 + i * 7, 10 + i as u64)).expect("write");
         ok(c.cli()
-            .args(["sh", "key", "put", &format!("/vol1/b1/dir/s{i}")])
+            .args(["sh", "key", "put", &format!("/vol1/bkt1/dir/s{i}")])
             .arg(&p));
     }
     // Empty key, and stdin/stdout.
     let empty = dir.path().join("empty");
     std::fs::write(&empty, b"").expect("write");
     ok(c.cli()
-        .args(["sh", "key", "put", "/vol1/b1/empty"])
+        .args(["sh", "key", "put", "/vol1/bkt1/empty"])
         .arg(&empty));
-    let out = run(c.cli().args(["sh", "key", "get", "/vol1/b1/dir/s1", "-"]));
+    let out = run(c.cli().args(["sh", "key", "get", "/vol1/bkt1/dir/s1", "-"]));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(out.stdout, data(1007, 11));
-    let keys = c.json(&["sh", "key", "list", "/vol1/b1", "--prefix", "dir/"]);
+    let keys = c.json(&["sh", "key", "list", "/vol1/bkt1", "--prefix", "dir/"]);
     let names: Vec<&str> = keys
         .as_array()
         .expect("array")
@@ -77,9 +83,9 @@ fn small_keys(c: &DevCluster) {
         .collect();
     assert_eq!(names, ["dir/s0", "dir/s1", "dir/s2"]);
     ok(c.cli()
-        .args(["sh", "key", "rename", "/vol1/b1/dir/s2", "dir/s2-renamed"]));
-    ok(c.cli().args(["sh", "key", "delete", "/vol1/b1/dir/s0"]));
-    let keys = c.json(&["sh", "key", "list", "/vol1/b1", "--prefix", "dir/"]);
+        .args(["sh", "key", "rename", "/vol1/bkt1/dir/s2", "dir/s2-renamed"]));
+    ok(c.cli().args(["sh", "key", "delete", "/vol1/bkt1/dir/s0"]));
+    let keys = c.json(&["sh", "key", "list", "/vol1/bkt1", "--prefix", "dir/"]);
     let names: Vec<&str> = keys
         .as_array()
         .expect("array")
@@ -160,15 +166,15 @@ fn bad_input_on_a_live_cluster(c: &DevCluster) {
     );
     fails_with(
         c.cli()
-            .args(["sh", "key", "put", "/vol1/b1/x", "/no/such/file"]),
+            .args(["sh", "key", "put", "/vol1/bkt1/x", "/no/such/file"]),
         "/no/such/file",
     );
     fails_with(
-        c.cli().args(["sh", "bucket", "create", "/nosuchvol/b"]),
+        c.cli().args(["sh", "bucket", "create", "/nosuchvol/bkt"]),
         "nosuchvol",
     );
     fails_with(
-        c.cli().args(["sh", "key", "info", "/vol1/b1/nosuchkey"]),
+        c.cli().args(["sh", "key", "info", "/vol1/bkt1/nosuchkey"]),
         "nosuchkey",
     );
     fails_with(c.cli().args(["sh", "volume", "create", "/vol1"]), "vol1");
@@ -201,24 +207,26 @@ fn local_cluster_put_get_admin_and_restart_from_data_dir() {
     assert_eq!(c.up_json["fresh"], false);
     let dir = tempfile::tempdir().expect("temp dir");
     let got = dir.path().join("big.after-restart");
-    ok(c.cli().args(["sh", "key", "get", "/vol1/b1/big"]).arg(&got));
+    ok(c.cli()
+        .args(["sh", "key", "get", "/vol1/bkt1/big"])
+        .arg(&got));
     assert!(
         std::fs::read(&got).expect("read") == body,
         "100 MiB key differs after restart"
     );
-    let out = run(c.cli().args(["sh", "key", "get", "/vol1/b1/dir/s1", "-"]));
+    let out = run(c.cli().args(["sh", "key", "get", "/vol1/bkt1/dir/s1", "-"]));
     assert_eq!(out.stdout, data(1007, 11), "{}", text(&out.stderr));
     let out = run(c
         .cli()
-        .args(["sh", "key", "get", "/vol1/b1/dir/s2-renamed", "-"]));
+        .args(["sh", "key", "get", "/vol1/bkt1/dir/s2-renamed", "-"]));
     assert_eq!(out.stdout, data(1014, 12), "{}", text(&out.stderr));
 
     // Delete everything; the volume goes last.
     for k in ["big", "dir/s1", "dir/s2-renamed", "empty"] {
         ok(c.cli()
-            .args(["sh", "key", "delete", &format!("/vol1/b1/{k}")]));
+            .args(["sh", "key", "delete", &format!("/vol1/bkt1/{k}")]));
     }
-    ok(c.cli().args(["sh", "bucket", "delete", "/vol1/b1"]));
+    ok(c.cli().args(["sh", "bucket", "delete", "/vol1/bkt1"]));
     ok(c.cli().args(["sh", "volume", "delete", "/vol1"]));
     let vs = c.json(&["sh", "volume", "list"]);
     assert!(

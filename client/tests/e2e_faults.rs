@@ -13,8 +13,8 @@ use common::*;
 use rozone_client::Client;
 
 fn prepare(c: &DevCluster) {
-    ok(c.cli().args(["sh", "volume", "create", "/v"]));
-    ok(c.cli().args(["sh", "bucket", "create", "/v/b"]));
+    ok(c.cli().args(["sh", "volume", "create", "/vol"]));
+    ok(c.cli().args(["sh", "bucket", "create", "/vol/bkt"]));
 }
 
 fn leader_of(c: &DevCluster, ring: &str) -> String {
@@ -47,7 +47,7 @@ fn put_loop(
         while !stop.load(Ordering::Relaxed) {
             let body = data(size, i + 1000);
             match client
-                .put_bytes("v", "b", &format!("{prefix}-{i}"), &body)
+                .put_bytes("vol", "bkt", &format!("{prefix}-{i}"), &body)
                 .await
             {
                 Ok(_) => done.lock().unwrap().push(i),
@@ -79,7 +79,7 @@ fn read_all_back(
 ) {
     for i in ids {
         let got = rt
-            .block_on(client.get_bytes("v", "b", &format!("{prefix}-{i}")))
+            .block_on(client.get_bytes("vol", "bkt", &format!("{prefix}-{i}")))
             .unwrap_or_else(|e| panic!("acknowledged put {prefix}-{i} not readable: {e}"));
         assert!(got == data(size, i + 1000), "{prefix}-{i} differs");
     }
@@ -135,12 +135,12 @@ fn datanode_killed_puts_continue_and_existing_keys_read_from_other_replicas() {
     let size = 3 << 20;
     let mut before = Vec::new();
     for i in 0..5u64 {
-        rt.block_on(client.put_bytes("v", "b", &format!("dn-{i}"), &data(size, i + 1000)))
+        rt.block_on(client.put_bytes("vol", "bkt", &format!("dn-{i}"), &data(size, i + 1000)))
             .expect("put before");
         before.push(i);
     }
     // Kill a member of the pipeline that holds the first key: its leader if known.
-    let k = c.json(&["sh", "key", "info", "/v/b/dn-0"]);
+    let k = c.json(&["sh", "key", "info", "/vol/bkt/dn-0"]);
     let p = &k["blocks"][0]["pipeline"];
     let victim = p["leader_id"]
         .as_u64()
@@ -150,7 +150,7 @@ fn datanode_killed_puts_continue_and_existing_keys_read_from_other_replicas() {
     read_all_back(&rt, &client, "dn", size, &before);
     let mut after = Vec::new();
     for i in 5..10u64 {
-        rt.block_on(client.put_bytes("v", "b", &format!("dn-{i}"), &data(size, i + 1000)))
+        rt.block_on(client.put_bytes("vol", "bkt", &format!("dn-{i}"), &data(size, i + 1000)))
             .unwrap_or_else(|e| {
                 panic!(
                     "put after killing dn{victim}: {e}\n--- scm log ---\n{}",

@@ -217,7 +217,8 @@ pub fn load_pids(dir: &Path) -> anyhow::Result<Vec<PidEntry>> {
     serde_json::from_str(&text).with_context(|| format!("parse {}", p.display()))
 }
 
-/// Whether `pid` is a live rozone daemon (not a recycled pid of something else).
+/// Whether `pid` is a live rozone process (not a recycled pid of something else). Between
+/// fork and exec a just-spawned daemon still shows `rozone`'s own command line.
 pub fn alive(pid: u32) -> bool {
     let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
         return false;
@@ -227,7 +228,7 @@ pub fn alive(pid: u32) -> bool {
     let zombie = stat
         .rsplit_once(')')
         .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-    !zombie && String::from_utf8_lossy(&cmd).contains("rozone-")
+    !zombie && String::from_utf8_lossy(&cmd).contains("rozone")
 }
 
 /// The running daemons of a cluster in `dir`, if any.

@@ -182,10 +182,14 @@ impl Waiter {
         }
         let width = datanodes.min(3);
         match scm.list_pipelines(true).await {
-            Ok(ps) if ps.iter().any(|p| p.pipeline.members.len() >= width) => {}
+            // A reported leader means the members created the pipeline's Raft group.
+            Ok(ps)
+                if ps.iter().any(|p| {
+                    p.pipeline.members.len() >= width && p.pipeline.leader_id.is_some()
+                }) => {}
             Ok(ps) => {
                 return Some(format!(
-                    "an open pipeline of {width} datanodes ({} open)",
+                    "an open pipeline of {width} datanodes with a leader ({} open)",
                     ps.len()
                 ))
             }
