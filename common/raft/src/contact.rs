@@ -78,6 +78,20 @@ pub fn leader_ready(m: &RaftMetrics) -> bool {
             .is_some_and(|l| l.committed_leader_id().term == m.current_term)
 }
 
+/// On a leader: how long ago each member last acknowledged an append or heartbeat (`None`
+/// for one that never did). Empty on a node that does not lead.
+pub fn member_ack_ages(m: &RaftMetrics) -> std::collections::BTreeMap<NodeId, Option<Duration>> {
+    use openraft::Instant as _;
+    m.heartbeat
+        .as_ref()
+        .map(|h| {
+            h.iter()
+                .map(|(id, at)| (*id, at.as_ref().map(|t| t.elapsed())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,7 +140,18 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         registry: &GroupRegistry,
         channels: Arc<PeerChannels>,
     ) -> Result<Arc<Self>, RaftGroupError> {
-        let log = RocksLogStore::open(&cfg.dir.join("log"), cfg.fsync)?;
+        Self::start_with_append_hook(cfg, logic, registry, channels, None).await
+    }
+
+    /// [`Self::start`] with an [`crate::AppendHook`] that runs before every log append.
+    pub async fn start_with_append_hook(
+        cfg: GroupConfig,
+        logic: L,
+        registry: &GroupRegistry,
+        channels: Arc<PeerChannels>,
+        hook: Option<Arc<dyn crate::hook::AppendHook>>,
+    ) -> Result<Arc<Self>, RaftGroupError> {
+        let log = RocksLogStore::open(&cfg.dir.join("log"), cfg.fsync)?.with_append_hook(hook);
         let sm = RocksStateMachine::open(&cfg.dir.join("sm"), &cfg.dir.join("snapshots"), logic)?;
         let (state, snapshots) = (sm.state(), sm.snapshots());
         let net_stats = Arc::new(NetStats::default());

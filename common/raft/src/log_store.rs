@@ -20,6 +20,7 @@ use rozone_kv::rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use rozone_kv::{cf, key_u64, u64_key, DbTuning};
 
 use crate::codec::{decode, encode};
+use crate::hook::AppendHook;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
 const CF_LOGS: &str = "logs";
@@ -38,6 +39,8 @@ pub struct RocksLogStore {
     /// that measure the CPU path.
     fsync: bool,
     flusher: Arc<Flusher>,
+    /// Runs before each append (see [`AppendHook`]).
+    hook: Option<Arc<dyn AppendHook>>,
 }
 
 /// The flusher thread; joined when the last clone of the store is dropped, so the database
@@ -73,7 +76,14 @@ impl RocksLogStore {
                 tx: Some(tx),
                 thread: Some(thread),
             }),
+            hook: None,
         })
+    }
+
+    /// Runs `hook` before every append from now on.
+    pub fn with_append_hook(mut self, hook: Option<Arc<dyn AppendHook>>) -> Self {
+        self.hook = hook;
+        self
     }
 
     fn put_meta<T: serde::Serialize>(&self, key: &[u8], v: &T, sync: bool) -> io::Result<()> {
@@ -198,6 +208,21 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        if let Some(hook) = &self.hook {
+            let normal: Vec<(u64, Vec<u8>)> = entries
+                .iter()
+                .filter_map(|e| match &e.payload {
+                    openraft::EntryPayload::Normal(r) => {
+                        Some((openraft::entry::RaftEntry::index(e), r.0.clone()))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if !normal.is_empty() {
+                hook.before_append(&normal).await;
+            }
+        }
         let logs = cf(&self.db, CF_LOGS)?;
         let mut batch = WriteBatch::default();
         for entry in entries {
