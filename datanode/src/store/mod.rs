@@ -54,16 +54,18 @@ impl ContainerStore {
     /// UNHEALTHY.
     pub fn open(dirs: &[PathBuf], capacity: u64, sync: bool) -> Result<Self, DnError> {
         let mut volumes = Vec::new();
-        let mut meta = HashMap::new();
+        let mut meta: HashMap<u64, (usize, Descriptor)> = HashMap::new();
         for (vi, dir) in dirs.iter().enumerate() {
             let v = Volume::open(dir, capacity)?;
             for d in v.load_descriptors()? {
-                if let Some((other, _)) = meta.get(&d.id) {
-                    if d.state == ContainerState::Deleted {
+                if let Some((other, prev)) = meta.get(&d.id) {
+                    // A live replica wins over a tombstone left on another volume.
+                    if d.state == ContainerState::Deleted || prev.state != ContainerState::Deleted {
+                        if d.state != ContainerState::Deleted {
+                            tracing::warn!(container_id = d.id, volume = %dir.display(), other, "container on two volumes; keeping the first");
+                        }
                         continue;
                     }
-                    tracing::warn!(container_id = d.id, volume = %dir.display(), other, "container on two volumes; keeping the first");
-                    continue;
                 }
                 meta.insert(d.id, (vi, d));
             }
