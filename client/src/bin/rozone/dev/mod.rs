@@ -121,6 +121,12 @@ impl Up {
         )
     }
 
+    /// Whether the child `name` has exited (its status, then).
+    fn exited(&mut self, name: &str) -> Option<String> {
+        let (_, c) = self.children.iter_mut().find(|(n, _)| n == name)?;
+        c.try_wait().ok().flatten().map(|st| st.to_string())
+    }
+
     fn reap(&mut self) {
         for (_, c) in &mut self.children {
             let _ = c.try_wait();
@@ -233,9 +239,9 @@ impl Up {
                 for (i, n) in layout.of(kind).into_iter().enumerate() {
                     let flag = if i == 0 { "--init" } else { "--bootstrap" };
                     let child = procs::spawn(&bins[&kind], &dir.join(n.name()), &[flag])?;
-                    let pid = child.id();
                     self.record(n.name(), child)?;
-                    w.daemon_ready(n, &dir, pid).await?;
+                    let name = n.name();
+                    w.daemon_ready(n, &dir, &mut || self.exited(&name)).await?;
                     w.voter(n).await?;
                 }
             }
@@ -250,13 +256,8 @@ impl Up {
             }
         }
         for n in &layout.nodes {
-            let pid = self
-                .pids
-                .iter()
-                .find(|p| p.name == n.name())
-                .map(|p| p.pid)
-                .unwrap_or(0);
-            w.daemon_ready(n, &dir, pid).await?;
+            let name = n.name();
+            w.daemon_ready(n, &dir, &mut || self.exited(&name)).await?;
         }
         let notes = w.cluster_ready(layout.of(Kind::Datanode).len()).await?;
         let client_toml = dir.join("client.toml");

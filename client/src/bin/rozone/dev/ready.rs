@@ -12,7 +12,7 @@ use rozone_proto::om::om_ring_client::OmRingClient;
 use rozone_proto::scm::scm_ring_client::ScmRingClient;
 use tonic::Code;
 
-use super::layout::{alive, Kind, Node};
+use super::layout::{Kind, Node};
 use super::procs;
 
 pub struct Waiter {
@@ -57,15 +57,20 @@ impl Waiter {
     }
 
     /// Until the daemon answers 200 on `/ready`; fails at once if its process exited.
-    pub async fn daemon_ready(&self, node: &Node, dir: &Path, pid: u32) -> anyhow::Result<()> {
+    pub async fn daemon_ready(
+        &self,
+        node: &Node,
+        dir: &Path,
+        exited: &mut dyn FnMut() -> Option<String>,
+    ) -> anyhow::Result<()> {
         loop {
             let r = procs::ready(node).await;
             if r.is_ok() {
                 return Ok(());
             }
-            if !alive(pid) {
+            if let Some(status) = exited() {
                 bail!(
-                    "{} exited during start; its last log line: {}",
+                    "{} exited during start ({status}); its last log line: {}",
                     node.name(),
                     last_log_line(dir, node)
                 );
