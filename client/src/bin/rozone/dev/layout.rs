@@ -158,8 +158,9 @@ fn toml_list(v: &[String]) -> String {
     )
 }
 
-/// The TOML config of `node`. `extra_om` holds optional `[om]` lines the OM binary knows.
-pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra_om: &str) -> String {
+/// The TOML config of `node`. `extra` holds optional lines for the main section of the
+/// node's kind (`[scm]`, `[om]`, `[datanode]`) that its binary knows.
+pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra: &str) -> String {
     let data = node_dir.join("data");
     let head = format!(
         "[node]\nid = {}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{}\"\n{RAFT}",
@@ -174,21 +175,21 @@ pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra_om: &s
         .collect();
     match node.kind {
         Kind::Scm => format!(
-            "{head}[scm]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n{}",
+            "{head}[scm]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n{extra}{}",
             node.client_addr(),
             node.peer_addr(),
             node.extra,
             peers(&layout.of(Kind::Scm))
         ),
         Kind::Om => format!(
-            "{head}[om]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\nscm_addrs = {}\n{extra_om}{}",
+            "{head}[om]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\nscm_addrs = {}\n{extra}{}",
             node.client_addr(),
             node.peer_addr(),
             toml_list(&scm_addrs),
             peers(&layout.of(Kind::Om))
         ),
         Kind::Datanode => format!(
-            "{head}[datanode]\ncontainer_addr = \"{}\"\nraft_addr = \"{}\"\nreplication_addr = \"127.0.0.1:{}\"\nscm_addrs = {}\n",
+            "{head}[datanode]\ncontainer_addr = \"{}\"\nraft_addr = \"{}\"\nreplication_addr = \"127.0.0.1:{}\"\nscm_addrs = {}\n{extra}",
             node.client_addr(),
             node.peer_addr(),
             node.extra,

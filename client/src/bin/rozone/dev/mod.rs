@@ -206,13 +206,16 @@ impl Up {
             .into_iter()
             .map(|k| procs::find_binary(k, bin_dir).map(|b| (k, b)))
             .collect::<anyhow::Result<std::collections::HashMap<_, _>>>()?;
-        let extra_om = optional_om_keys(&bins[&Kind::Om]);
+        let extra: std::collections::HashMap<Kind, String> = bins
+            .iter()
+            .map(|(k, b)| (*k, optional_keys(*k, b)))
+            .collect();
         for n in &layout.nodes {
             let nd = dir.join(n.name());
             std::fs::create_dir_all(&nd).with_context(|| format!("create {}", nd.display()))?;
             write_atomic(
                 &nd.join("config.toml"),
-                &daemon_config(&layout, n, &nd, &extra_om),
+                &daemon_config(&layout, n, &nd, &extra[&n.kind]),
             )?;
         }
         if fresh {
@@ -331,18 +334,31 @@ impl Up {
     }
 }
 
-/// `[om]` keys of a dev cluster that only newer OM binaries know: included when the
-/// binary's own sample config lists them.
-fn optional_om_keys(om_bin: &Path) -> String {
-    let sample = std::process::Command::new(om_bin)
+/// Settings of a dev cluster beyond the defaults, as (section, key, value): each is
+/// written only when the binary's own sample config has that key, so the CLI works with
+/// daemons older or newer than itself.
+const OPTIONAL: &[(Kind, &str, &str, &str)] = &[
+    // Lease reads on followers (`bench lease-read`).
+    (Kind::Om, "om", "local_lease_enabled", "true"),
+    // Pipelines open and report their leaders within seconds, not tens of seconds.
+    (Kind::Datanode, "datanode", "heartbeat_interval", "\"1s\""),
+];
+
+/// The optional lines for `kind`'s main section its binary knows.
+fn optional_keys(kind: Kind, bin: &Path) -> String {
+    let sample = std::process::Command::new(bin)
         .arg("--print-sample-config")
         .env_remove("ROZONE_CONFIG")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default();
+    let table: toml::Table = toml::from_str(&sample).unwrap_or_default();
     let mut extra = String::new();
-    if sample.contains("local_lease_enabled") {
-        extra.push_str("local_lease_enabled = true\n");
+    for (k, section, key, value) in OPTIONAL {
+        let known = table.get(*section).and_then(|s| s.get(*key)).is_some();
+        if *k == kind && known {
+            extra.push_str(&format!("{key} = {value}\n"));
+        }
     }
     extra
 }
