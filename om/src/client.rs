@@ -88,17 +88,15 @@ impl OmClient {
         }
         let start = Instant::now();
         let sticky = if write { &self.leader } else { &self.reader };
-        let mut addr = sticky
+        // Two statements: `sticky` may be `self.leader`, and a guard lives to the end of
+        // its statement.
+        let first = sticky.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let leader = self
+            .leader
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .or_else(|| {
-                self.leader
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone()
-            })
-            .unwrap_or_else(|| self.addrs[0].clone());
+            .clone();
+        let mut addr = first.or(leader).unwrap_or_else(|| self.addrs[0].clone());
         let mut backoff = FIRST_BACKOFF;
         loop {
             let r = match self.channel(&addr) {
@@ -110,7 +108,7 @@ impl OmClient {
                     *sticky.lock().unwrap_or_else(|p| p.into_inner()) = Some(addr);
                     return Ok(r.into_inner());
                 }
-                Err(s) if rozone_rpc::is_retryable(&s) && start.elapsed() < self.deadline => {
+                Err(s) if retryable(&s) && start.elapsed() < self.deadline => {
                     self.retries
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let hint = rozone_rpc::leader_hint(&s).filter(|h| *h != addr);
@@ -258,4 +256,14 @@ impl OmClient {
         })
         .await
     }
+}
+
+/// A refusal to retry elsewhere, or a connection that broke under the call (an OM going
+/// away answers in-flight calls with an HTTP/2 GOAWAY, which tonic reports as INTERNAL with
+/// a transport error as its source). A retried write may have happened: callers of writes
+/// see a refusal such as ALREADY_EXISTS then, never a silent double effect.
+pub fn retryable(s: &Status) -> bool {
+    rozone_rpc::is_retryable(s)
+        || std::error::Error::source(s)
+            .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some())
 }

@@ -143,5 +143,5 @@ impl ScmClient {
 /// A refusal worth trying again (elsewhere or later): leadership, unreachable (tonic
 /// reports a failed connection as UNAVAILABLE), timeout.
 fn retryable(s: &Status) -> bool {
-    rozone_rpc::is_retryable(s)
+    crate::client::retryable(s)
 }

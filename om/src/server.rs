@@ -121,9 +121,14 @@ impl OmServer {
         gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
         gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
         let registry = GroupRegistry::default();
-        let group = RaftGroup::start(gc, OmLogic, &registry, Arc::new(PeerChannels::default()))
-            .await
-            .context("open the OM Raft group")?;
+        let group = RaftGroup::start(
+            gc,
+            OmLogic::new(node_id),
+            &registry,
+            Arc::new(PeerChannels::default()),
+        )
+        .await
+        .context("open the OM Raft group")?;
         let node = Arc::new(OmNode::new(group.clone(), config.clone()));
         let stop = CancellationToken::new();
         let (raft, snap) = rozone_raft::server::peer_services(&registry);

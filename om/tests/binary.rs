@@ -18,8 +18,7 @@ fn starts_then_exits_cleanly_on_sigterm() {
             "--peer-addr=127.0.0.1:0".as_ref(),
             "--http-addr=127.0.0.1:0".as_ref(),
             "--scm-addr=127.0.0.1:19860".as_ref(),
-            "--bootstrap".as_ref(),
-            "--force".as_ref(),
+            "--init".as_ref(),
         ],
     );
     assert!(data_dir.is_dir(), "data dir created");
@@ -37,4 +36,23 @@ fn config_errors_are_one_line_naming_the_key() {
         testkit::command(BIN).args(["--config-check", "--scm-addr", "scm1"]),
         "rozone-om: config error: om.scm_addrs[0] (\"scm1\") must be host:port",
     );
+}
+
+#[test]
+fn plain_start_without_a_ring_is_refused_with_the_way_out() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = testkit::command(BIN)
+        .arg("--data-dir")
+        .arg(dir.path().join("om"))
+        .args([
+            "--client-addr=127.0.0.1:0",
+            "--peer-addr=127.0.0.1:0",
+            "--http-addr=127.0.0.1:0",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no OM ring in"), "{err}");
+    assert!(err.contains("--init"), "{err}");
 }

@@ -20,9 +20,33 @@ use super::types::{
 };
 use super::*;
 
-/// The OM state machine. Stateless in memory: everything lives in the database.
+/// The OM state machine. Stateless in memory: everything lives in the database. The
+/// node id only picks this node for the test failpoint `om-apply-hold`.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct OmLogic;
+pub struct OmLogic {
+    pub node_id: u64,
+}
+
+impl OmLogic {
+    pub fn new(node_id: u64) -> Self {
+        Self { node_id }
+    }
+}
+
+/// Test hook (failpoint `om-apply-hold`, configured as `return(<node id>)`): that node's
+/// state machine stops applying (its log keeps growing) until the failpoint is removed.
+/// The Raft layer's `raft-apply` would hold every member of the process at once.
+fn apply_hold_failpoint(node_id: u64) {
+    let held = || {
+        fail::eval("om-apply-hold", |arg| {
+            arg.and_then(|a| a.trim().parse::<u64>().ok()) == Some(node_id)
+        })
+        .unwrap_or(false)
+    };
+    while held() {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
 
 fn get<T: DeserializeOwned>(txn: &Txn<'_>, cf: &str, key: &[u8]) -> io::Result<Option<T>> {
     match txn.get(cf, key)? {
@@ -61,6 +85,9 @@ impl StateMachineLogic for OmLogic {
     }
 
     fn apply(&mut self, txn: &mut Txn<'_>, log_id: &LogId, req: OmRequest) -> Applied {
+        if cfg!(debug_assertions) || cfg!(test) {
+            apply_hold_failpoint(self.node_id);
+        }
         let index = log_id.index();
         match req {
             OmRequest::CreateVolume {
