@@ -51,8 +51,13 @@ install_build_deps() {
     have_libclang || packages+=(libclang-dev)
     command -v c++ >/dev/null || packages+=(g++)
     command -v ccache >/dev/null || packages+=(ccache)
+    # The deploy stage: a static busybox goes into the offline image, systemd-analyze
+    # verifies the units.
+    compgen -G '/bin/busybox' >/dev/null || compgen -G '/usr/bin/busybox' >/dev/null ||
+        packages+=(busybox-static)
+    command -v systemd-analyze >/dev/null || packages+=(systemd)
     if [ ${#packages[@]} -eq 0 ]; then
-        echo "libclang, a C++ compiler and ccache are present"
+        echo "libclang, a C++ compiler, ccache, busybox and systemd-analyze are present"
         return 0
     fi
     if [ "$(id -u)" -ne 0 ]; then
@@ -83,4 +88,6 @@ stage tests run_tests "$@"
 if cargo nextest --version >/dev/null 2>&1; then
     stage doctests cargo test --workspace --doc
 fi
+# Config checks, systemd units, and the compose cluster (SKIPPED without a Docker engine).
+stage deploy deploy/test.sh
 summary
