@@ -87,6 +87,13 @@ async fn blocks_written_through_the_leader_are_identical_on_every_replica_and_a_
     )
     .await;
 
+    // HTTP: ready once registered; metrics show the pipeline and the containers.
+    let (status, _) = http_get(c.nodes[leader].dn().http_addr, "/ready").await;
+    assert_eq!(status, 200);
+    let (_, m) = http_get(c.nodes[leader].dn().http_addr, "/metrics").await;
+    assert!(m.contains("rozone_datanode_pipelines 1"), "{m}");
+    assert!(m.contains("rozone_datanode_containers_open 2"), "{m}");
+
     // The SCM sees every replica with its BCSID and block count.
     for n in &c.nodes {
         let id = n.id;

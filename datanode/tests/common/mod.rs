@@ -61,12 +61,30 @@ pub struct ScmState {
     pub pending: BTreeMap<u64, Vec<spb::ScmCommand>>,
     pub next_cmd: u64,
     pub heartbeats: u64,
+    /// When set, every call is refused as "not the leader" with this hint.
+    pub refuse_with_hint: Option<String>,
 }
 
 #[derive(Clone, Default)]
 pub struct FakeScm(pub Arc<Mutex<ScmState>>);
 
 impl FakeScm {
+    /// Serves a fake SCM on a free port; returns it and its address.
+    pub async fn serve() -> (Self, String) {
+        let scm = FakeScm::default();
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let svc = ScmDatanodeServer::new(scm.clone());
+        tokio::spawn(async move {
+            tonic::transport::Server::builder()
+                .add_service(svc)
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(l))
+                .await
+                .unwrap();
+        });
+        (scm, addr)
+    }
+
     pub fn state(&self) -> std::sync::MutexGuard<'_, ScmState> {
         self.0.lock().unwrap()
     }
@@ -129,6 +147,9 @@ impl ScmDatanode for FakeScm {
         let r = req.into_inner();
         let dn = r.datanode_id;
         let mut s = self.state();
+        if let Some(h) = &s.refuse_with_hint {
+            return Err(rozone_rpc::not_leader("not the SCM leader", Some(h)));
+        }
         s.heartbeats += 1;
         if !s.registered.contains_key(&dn) {
             return Ok(Response::new(spb::HeartbeatReply {
@@ -227,8 +248,8 @@ fn config(dir: &std::path::Path, id: u64, scm: &str) -> Config {
     c.datanode.container_report_interval = Duration::from_secs(1);
     c.datanode.sync_writes = false;
     c.raft.fsync = false;
-    c.raft.election_timeout_min = Duration::from_millis(500);
-    c.raft.election_timeout_max = Duration::from_millis(1000);
+    c.raft.election_timeout_min = Duration::from_millis(1500);
+    c.raft.election_timeout_max = Duration::from_millis(3000);
     c.raft.heartbeat_interval = Duration::from_millis(100);
     c
 }
@@ -237,17 +258,7 @@ impl Cluster {
     /// A fake SCM and `n` running datanodes (ids 1..=n).
     pub async fn start(n: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let scm = FakeScm::default();
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let scm_addr = l.local_addr().unwrap().to_string();
-        let svc = ScmDatanodeServer::new(scm.clone());
-        tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .add_service(svc)
-                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(l))
-                .await
-                .unwrap();
-        });
+        let (scm, scm_addr) = FakeScm::serve().await;
         let mut c = Self {
             dir,
             scm,
@@ -542,4 +553,25 @@ impl Client {
             .block
             .unwrap())
     }
+}
+
+/// A plain HTTP/1.1 GET: (status code, body).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    let code = out
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = out
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    (code, body)
 }
