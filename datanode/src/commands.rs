@@ -143,8 +143,24 @@ impl Executor {
     /// Close through the pipeline when this member leads it (the entry closes every replica
     /// at the same log index); a member that does not lead leaves it to the leader. Without
     /// the pipeline, `force` quasi-closes the local replica.
+    ///
+    /// A container the leader never wrote (SCM opens containers when it hands out blocks,
+    /// and a block may never be written) has nothing to close: proposing the close anyway
+    /// would fail its apply with `CONTAINER_NOT_FOUND` on every member and poison a healthy
+    /// pipeline. Only the write stage creates a container and the leader runs every write
+    /// stage, so "no descriptor and no tombstone here" means no member holds it. A deleted
+    /// container keeps its tombstone, so a close for it still goes through the log and is
+    /// refused there (the replay guard).
     async fn close_container(&self, cid: u64, pipeline: u64, force: bool) -> Result<(), DnError> {
         match self.pipelines.get(pipeline) {
+            Ok(p) if p.group.is_ready_leader() && self.store.descriptor(cid).is_none() => {
+                tracing::info!(
+                    container_id = cid,
+                    pipeline_id = pipeline,
+                    "close of a container never written here: nothing to close"
+                );
+                Ok(())
+            }
             Ok(p) if p.group.is_ready_leader() => match p
                 .group
                 .write(PipelineRequest::CloseContainer { container_id: cid })
