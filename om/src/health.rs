@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use rozone_proto::om::ReadConsistency;
-use rozone_raft::ServerState;
 use rozone_telemetry::http::{metric, HealthSource};
 
 use crate::lease;
@@ -28,75 +27,13 @@ impl HealthSource for OmHealth {
     /// Ready: a leader that applied an entry of its term, or a member that knows such a
     /// leader and heard from it.
     fn ready(&self) -> Result<(), String> {
-        let g = &self.node.group;
-        let m = g.metrics();
-        match m.state {
-            ServerState::Leader if g.is_ready_leader() => Ok(()),
-            ServerState::Leader => Err("leader has not applied an entry of its term yet".into()),
-            ServerState::Follower | ServerState::Learner => {
-                match (m.current_leader, g.leader_contact()) {
-                    (Some(l), Some(c)) if c.leader == l => Ok(()),
-                    _ => Err("no leader known".into()),
-                }
-            }
-            other => Err(format!("{other:?}, no leader")),
-        }
+        self.node.group.serving()
     }
 
     fn metrics(&self) -> String {
-        let g = &self.node.group;
-        let m = g.metrics();
         let mut out = String::new();
-        metric(
-            &mut out,
-            "rozone_raft_is_leader",
-            "gauge",
-            "1 if this OM leads its ring",
-            u8::from(m.state == ServerState::Leader),
-        );
-        metric(
-            &mut out,
-            "rozone_raft_leader_ready",
-            "gauge",
-            "1 if this OM leads and applied an entry of its term",
-            u8::from(g.is_ready_leader()),
-        );
-        metric(
-            &mut out,
-            "rozone_raft_term",
-            "gauge",
-            "current Raft term",
-            m.current_term,
-        );
-        metric(
-            &mut out,
-            "rozone_raft_last_log_index",
-            "gauge",
-            "index of the last log entry",
-            m.last_log_index.unwrap_or(0),
-        );
-        metric(
-            &mut out,
-            "rozone_raft_applied_index",
-            "gauge",
-            "index of the last applied entry",
-            m.last_applied.map(|l| l.index()).unwrap_or(0),
-        );
-        metric(
-            &mut out,
-            "rozone_raft_snapshot_index",
-            "gauge",
-            "index covered by the newest snapshot",
-            m.snapshot.map(|l| l.index()).unwrap_or(0),
-        );
-        if let Some(c) = g.leader_contact() {
-            metric(
-                &mut out,
-                "rozone_raft_leader_contact_age_seconds",
-                "gauge",
-                "time since the last accepted append from the leader",
-                c.age().as_secs_f64(),
-            );
+        for x in self.node.group.samples("OM") {
+            metric(&mut out, x.name, x.kind, &x.help, x.value);
         }
         let c = &self.node.metrics;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);

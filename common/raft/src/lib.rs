@@ -16,6 +16,7 @@ pub mod group;
 pub mod hook;
 pub mod log_store;
 pub mod network;
+pub mod report;
 pub mod server;
 pub mod service;
 pub mod snapshot;
