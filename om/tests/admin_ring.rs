@@ -333,15 +333,17 @@ async fn decommission_that_leaves_no_reachable_quorum_is_refused_then_the_dead_m
     assert_eq!(voters(&ring, alive), left.into_iter().collect());
 
     // With two voters the rule never refuses the live follower (one voter would be left,
-    // and it answers). With the follower down it passes the rule too ({leader} is left and
-    // answers), but the change needs a quorum of the old voters as well: the Raft layer
-    // refuses it (today as a retryable not-leader status) and nothing changes.
+    // and it answers). With the follower down, {leader} would be left and answers, but the
+    // change must also commit in the old voter set, where only 1 of 2 answers: refused
+    // up front, clearly, and nothing changes.
     ring.stop(alive).await;
     wait_silent(&ring, leader, alive, recent).await;
     let r = tokio::time::timeout(WAIT, decommission(&ring, leader, alive))
         .await
         .expect("a removal without a quorum is answered, not left hanging");
-    r.expect_err("removing the dead follower of a two-voter ring");
+    let e = r.expect_err("removing the dead follower of a two-voter ring");
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("only 1 answer now"), "{e:?}");
     assert_eq!(membership_log(&ring, leader), membership);
     assert_eq!(voters(&ring, leader), left.into_iter().collect());
     ring.shutdown().await;

@@ -41,6 +41,16 @@ pub fn check_quorum_after_removal(
     if !voters.contains(&target) {
         return Ok(());
     }
+    // A membership change commits in the old voter set too (joint consensus): without a
+    // majority of it answering, the change could never commit.
+    let up_now = voters.iter().filter(|v| reachable.contains(v)).count();
+    let need_now = voters.len() / 2 + 1;
+    if up_now < need_now {
+        return Err(format!(
+            "the ring has {} voter(s) of which only {up_now} answer now; removing OM {target} needs {need_now} to commit the change",
+            voters.len()
+        ));
+    }
     let left: BTreeSet<u64> = voters.iter().copied().filter(|v| *v != target).collect();
     if left.is_empty() {
         return Err(format!(
@@ -207,5 +217,8 @@ mod tests {
         let five = set(&[1, 2, 3, 4, 5]);
         assert!(check_quorum_after_removal(&five, &set(&[1, 2, 3]), 5).is_ok());
         assert!(check_quorum_after_removal(&five, &set(&[1, 2, 5]), 5).is_err());
+        // Two voters, one down: removing the dead one still needs both to commit.
+        let e = check_quorum_after_removal(&set(&[1, 2]), &set(&[1]), 2).unwrap_err();
+        assert!(e.contains("only 1 answer now"), "{e}");
     }
 }
