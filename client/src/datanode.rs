@@ -12,17 +12,18 @@ use rozone_proto::datanode::container_client::ContainerClient;
 use tonic::transport::Channel;
 use tonic::Status;
 
-use crate::checksum;
 use crate::error::{ClientError, Result};
 use crate::failover::lazy_channel;
 use crate::types::BlockId;
+use rozone_types::checksum::{verify_wire, ChecksumData, ChecksumType};
 
-/// Metadata key of the datanode's result code on a refusal.
-pub const RESULT: &str = "x-rozone-result";
+/// The window the client writes with: small enough that a read of a few KiB verifies
+/// little more than it asked for, large enough that the list stays short.
+pub const BYTES_PER_CHECKSUM: u32 = 16 * 1024;
 
-/// The datanode's result code on a refusal (`CONTAINER_NOT_FOUND`, ...), if any.
-pub fn result_code(s: &Status) -> Option<&str> {
-    s.metadata().get(RESULT).and_then(|v| v.to_str().ok())
+/// CRC32 checksums of `data` as the client writes them.
+fn checksums(data: &[u8], bpc: u32) -> pb::ChecksumData {
+    ChecksumData::compute(ChecksumType::Crc32, bpc, data).into()
 }
 
 /// Largest message the client sends or accepts: a data piece plus its envelope.
@@ -77,7 +78,7 @@ impl Datanodes {
         let chunk = pb::ChunkInfo {
             offset,
             len: data.len() as u64,
-            checksum: Some(checksum::compute(&data, checksum::BYTES_PER_CHECKSUM)),
+            checksum: Some(checksums(&data, BYTES_PER_CHECKSUM)),
         };
         let mut c = self
             .client(addr)
@@ -127,7 +128,7 @@ impl Datanodes {
         data: Bytes,
         piece: usize,
     ) -> std::result::Result<u64, Status> {
-        let sum = checksum::compute(&data, checksum::BYTES_PER_CHECKSUM);
+        let sum = checksums(&data, BYTES_PER_CHECKSUM);
         let len = data.len() as u64;
         let mut msgs = Vec::with_capacity(data.len() / piece.max(1) + 2);
         msgs.push(pb::StreamBlockRequest {
@@ -135,7 +136,7 @@ impl Datanodes {
                 pipeline_id,
                 block_id: Some(block.into()),
                 checksum_type: pb::ChecksumType::Crc32 as i32,
-                bytes_per_checksum: checksum::BYTES_PER_CHECKSUM,
+                bytes_per_checksum: BYTES_PER_CHECKSUM,
                 put_block: true,
             })),
         });
@@ -194,14 +195,14 @@ pub fn assemble(
     let end = offset + len;
     if segments.len() == 1 && segments[0].offset == offset && segments[0].data.len() as u64 == len {
         let s = segments.pop().unwrap_or_default();
-        checksum::verify(&s.data, s.checksum.as_ref())
+        verify_wire(&s.data, s.checksum.as_ref())
             .map_err(|e| ClientError::Data(format!("block {block} at {}: {e}", s.offset)))?;
         return Ok(Bytes::from(s.data));
     }
     let mut out = Vec::with_capacity(len as usize);
     let mut next = offset;
     for s in &segments {
-        checksum::verify(&s.data, s.checksum.as_ref())
+        verify_wire(&s.data, s.checksum.as_ref())
             .map_err(|e| ClientError::Data(format!("block {block} at {}: {e}", s.offset)))?;
         let s_end = s.offset + s.data.len() as u64;
         if s.offset > next || s_end <= next {
@@ -231,7 +232,7 @@ mod tests {
         pb::ReadSegment {
             offset,
             data: data.to_vec(),
-            checksum: Some(checksum::compute(data, 4)),
+            checksum: Some(checksums(data, 4)),
         }
     }
 
@@ -251,6 +252,6 @@ mod tests {
         v[0] ^= 0xff;
         bad.data = v;
         let err = assemble(b, 6, 2, vec![bad]).unwrap_err().to_string();
-        assert!(err.contains("checksum mismatch"), "{err}");
+        assert!(err.contains("checksum"), "{err}");
     }
 }

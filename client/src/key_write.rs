@@ -13,7 +13,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tonic::Status;
 
-use crate::datanode::{result_code, Datanodes};
+use rozone_types::codes::{dn_result, om_error as om_code, DnCode, OmErrorCode};
+
+use crate::datanode::Datanodes;
 use crate::error::{is_retryable, ClientError, Result};
 use crate::om::{Exclude, OmClient, OpenKey};
 use crate::types::{AllocatedBlock, BlockId, Key};
@@ -173,7 +175,7 @@ impl KeyWriter<'_> {
     ) -> Result<Key> {
         match self.om.commit_key(open, written, checksum).await {
             Ok(k) => Ok(k),
-            Err(e) if om_error(&e) == Some("OPEN_KEY_NOT_FOUND") => {
+            Err(e) if om_error(&e) == Some(OmErrorCode::OpenKeyNotFound) => {
                 let k = self
                     .om
                     .lookup_key(&open.volume, &open.bucket, &open.key, Default::default())
@@ -251,8 +253,8 @@ impl KeyWriter<'_> {
                 dn.container_addr,
                 s.message()
             );
-            match result_code(&s) {
-                Some("NOT_LEADER") | Some("LEADER_NOT_READY") => {
+            match dn_result(&s) {
+                Some(DnCode::NotLeader) | Some(DnCode::LeaderNotReady) => {
                     if let Some(h) = rozone_rpc::leader_hint(&s) {
                         if let Some(i) = members.iter().position(|m| m.container_addr == h) {
                             target = i;
@@ -261,17 +263,17 @@ impl KeyWriter<'_> {
                     }
                     target += 1;
                 }
-                Some("CLOSED_CONTAINER_IO")
-                | Some("CONTAINER_NOT_FOUND")
-                | Some("CONTAINER_UNHEALTHY")
-                | Some("DISK_FULL") => {
+                Some(DnCode::ClosedContainerIo)
+                | Some(DnCode::ContainerNotFound)
+                | Some(DnCode::ContainerUnhealthy)
+                | Some(DnCode::DiskFull) => {
                     return Err(BlockFailure {
                         datanodes: unreachable,
                         container: true,
                         detail: last,
                     });
                 }
-                Some("PIPELINE_NOT_FOUND") => {
+                Some(DnCode::PipelineNotFound) => {
                     // A new pipeline reaches its members with their next heartbeat: give
                     // them a moment before judging the pipeline gone.
                     let since = *not_found_since.get_or_insert_with(Instant::now);
@@ -284,7 +286,7 @@ impl KeyWriter<'_> {
                     }
                     target += 1;
                 }
-                Some("PIPELINE_UNHEALTHY") => {
+                Some(DnCode::PipelineUnhealthy) => {
                     return Err(BlockFailure {
                         datanodes: unreachable,
                         container: false,
@@ -368,13 +370,10 @@ fn add_unique(v: &mut Vec<u64>, x: u64) {
     }
 }
 
-/// The OM's error name (`x-rozone-om-error`) on a refusal.
-pub fn om_error(e: &ClientError) -> Option<&str> {
+/// The OM's error code on a refusal.
+pub fn om_error(e: &ClientError) -> Option<OmErrorCode> {
     match e {
-        ClientError::Status { status, .. } => status
-            .metadata()
-            .get("x-rozone-om-error")
-            .and_then(|v| v.to_str().ok()),
+        ClientError::Status { status, .. } => om_code(status),
         _ => None,
     }
 }

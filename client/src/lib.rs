@@ -9,10 +9,10 @@
 //!   a new block when a pipeline fails) and get (any replica, checksums verified).
 //! - [`ClientConfig`]: where the cluster is (`client.toml`).
 //!
-//! Light on purpose: only gRPC (`rozone-proto`, `rozone-rpc`), never `rozone-raft` or
+//! Light on purpose: only gRPC (`rozone-proto`, `rozone-rpc`) and the shared
+//! `rozone-types`, never `rozone-raft` or
 //! RocksDB, so the CLI builds and starts fast.
 
-pub mod checksum;
 pub mod config;
 pub mod datanode;
 pub mod error;

@@ -7,45 +7,7 @@ use serde::Serialize;
 
 use crate::error::{ClientError, Result};
 
-/// A block: (container id, local id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub struct BlockId {
-    pub container_id: u64,
-    pub local_id: u64,
-}
-
-impl From<pb_scm::BlockId> for BlockId {
-    fn from(b: pb_scm::BlockId) -> Self {
-        Self {
-            container_id: b.container_id,
-            local_id: b.local_id,
-        }
-    }
-}
-
-impl From<BlockId> for pb_scm::BlockId {
-    fn from(b: BlockId) -> Self {
-        Self {
-            container_id: b.container_id,
-            local_id: b.local_id,
-        }
-    }
-}
-
-impl From<BlockId> for rozone_proto::datanode::BlockId {
-    fn from(b: BlockId) -> Self {
-        Self {
-            container_id: b.container_id,
-            local_id: b.local_id,
-        }
-    }
-}
-
-impl std::fmt::Display for BlockId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.container_id, self.local_id)
-    }
-}
+pub use rozone_types::BlockId;
 
 /// A datanode's identity and addresses.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -117,9 +79,8 @@ pub struct AllocatedBlock {
 impl TryFrom<pb_scm::AllocatedBlock> for AllocatedBlock {
     type Error = ClientError;
     fn try_from(b: pb_scm::AllocatedBlock) -> Result<Self> {
-        let block_id = b
-            .block_id
-            .ok_or_else(|| ClientError::bad_reply("OM", "allocated block without block_id"))?;
+        let block_id = BlockId::from_field(b.block_id, "allocated block's block_id")
+            .map_err(|e| ClientError::bad_reply("OM", e.to_string()))?;
         let pipeline = b
             .pipeline
             .ok_or_else(|| ClientError::bad_reply("OM", "allocated block without pipeline"))?;
@@ -136,7 +97,7 @@ impl TryFrom<pb_scm::AllocatedBlock> for AllocatedBlock {
             ));
         }
         Ok(Self {
-            block_id: block_id.into(),
+            block_id,
             pipeline: pipeline.into(),
             max_size: b.max_size,
         })
@@ -231,12 +192,9 @@ impl TryFrom<pb_om::KeyInfo> for Key {
         let mut blocks = Vec::with_capacity(k.blocks.len());
         let mut next = 0u64;
         for b in k.blocks {
-            let block_id: BlockId = b
-                .block_id
-                .ok_or_else(|| {
-                    ClientError::bad_reply("OM", format!("key {} has a block without id", k.name))
-                })?
-                .into();
+            let block_id = BlockId::from_field(b.block_id, "block_id").map_err(|e| {
+                ClientError::bad_reply("OM", format!("key {} has a bad block: {e}", k.name))
+            })?;
             let pipeline = b.pipeline.ok_or_else(|| {
                 ClientError::bad_reply(
                     "OM",

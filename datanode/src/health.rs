@@ -3,7 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use rozone_telemetry::http::{metric, HealthSource};
+use rozone_telemetry::health::{metric, HealthSource};
 
 use crate::scm::LinkStatus;
 use crate::types::ContainerState;

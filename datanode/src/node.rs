@@ -14,7 +14,6 @@ use rozone_raft::GroupRegistry;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::Router;
 use tonic::transport::Server;
 
 use crate::clients::{Clients, MAX_MESSAGE};
@@ -60,36 +59,6 @@ pub struct Datanode {
     parts: Arc<Parts>,
     stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
-}
-
-fn spawn_grpc(
-    name: &'static str,
-    router: Router,
-    listener: TcpListener,
-    stop: &CancellationToken,
-) -> JoinHandle<()> {
-    let stop = stop.clone();
-    tokio::spawn(async move {
-        let r = router
-            .serve_with_incoming_shutdown(
-                rozone_raft::server::nodelay_incoming(listener),
-                async move { stop.cancelled().await },
-            )
-            .await;
-        if let Err(e) = r {
-            tracing::error!(server = name, error = %e, "gRPC server stopped");
-        }
-    })
-}
-
-fn advertised(host: &str, bound: SocketAddr) -> String {
-    if !host.is_empty() {
-        format!("{host}:{}", bound.port())
-    } else if bound.ip().is_unspecified() {
-        format!("127.0.0.1:{}", bound.port())
-    } else {
-        bound.to_string()
-    }
 }
 
 async fn bind(key: &str, a: SocketAddr) -> anyhow::Result<(TcpListener, SocketAddr)> {
@@ -158,7 +127,7 @@ impl Datanode {
         })
         .max_encoding_message_size(MAX_MESSAGE);
         let mut tasks = vec![
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "raft",
                 Server::builder()
                     .add_service(raft_svc)
@@ -167,13 +136,13 @@ impl Datanode {
                 raft_l,
                 &stop,
             ),
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "container",
                 Server::builder().add_service(container),
                 container_l,
                 &stop,
             ),
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "replication",
                 Server::builder().add_service(repl),
                 repl_l,
@@ -188,9 +157,9 @@ impl Datanode {
             } else {
                 host.to_string()
             },
-            container_addr: advertised(host, container_addr),
-            raft_addr: advertised(host, raft_addr),
-            replication_addr: advertised(host, replication_addr),
+            container_addr: rozone_raft::server::advertised(Some(host), container_addr),
+            raft_addr: rozone_raft::server::advertised(Some(host), raft_addr),
+            replication_addr: rozone_raft::server::advertised(Some(host), replication_addr),
         };
         let scm = ScmLink {
             addrs: dn.scm_addrs.clone(),

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use rozone_proto::om::ReadConsistency;
-use rozone_telemetry::http::{metric, HealthSource};
+use rozone_telemetry::health::{metric, HealthSource};
 
 use crate::lease;
 use crate::node::OmNode;

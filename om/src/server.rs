@@ -13,10 +13,8 @@ use rozone_proto::om::om_admin_server::OmAdminServer;
 use rozone_proto::om::om_ring_server::OmRingServer;
 use rozone_proto::om::om_service_server::OmServiceServer;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::Router;
 use tonic::transport::Server;
 use tracing::info;
 
@@ -30,35 +28,6 @@ pub const GROUP: &str = "om";
 
 /// How long `--init` waits for its own ring to elect it.
 const INIT_WAIT: Duration = Duration::from_secs(30);
-
-fn spawn_grpc(
-    name: &'static str,
-    router: Router,
-    listener: TcpListener,
-    stop: &CancellationToken,
-) -> JoinHandle<()> {
-    let stop = stop.clone();
-    tokio::spawn(async move {
-        let r = router
-            .serve_with_incoming_shutdown(
-                rozone_raft::server::nodelay_incoming(listener),
-                async move { stop.cancelled().await },
-            )
-            .await;
-        if let Err(e) = r {
-            tracing::error!(server = name, error = %e, "gRPC server stopped");
-        }
-    })
-}
-
-/// The address others reach a bound listener at (a wildcard host made loopback).
-fn advertised(bound: SocketAddr) -> String {
-    if bound.ip().is_unspecified() {
-        format!("127.0.0.1:{}", bound.port())
-    } else {
-        bound.to_string()
-    }
-}
 
 /// A running OM.
 pub struct OmServer {
@@ -91,9 +60,9 @@ impl OmServer {
         let me = config.peers.iter().find(|p| p.id == node_id);
         let info = NodeInfo::new(
             me.map(|p| p.peer_addr.clone())
-                .unwrap_or_else(|| advertised(peer_addr)),
+                .unwrap_or_else(|| rozone_raft::server::advertised(None, peer_addr)),
             me.map(|p| p.client_addr.clone())
-                .unwrap_or_else(|| advertised(client_addr)),
+                .unwrap_or_else(|| rozone_raft::server::advertised(None, client_addr)),
         );
         let group_dir = config.node.data_dir.join("raft");
         // The log database appears when Raft first starts: before that this node holds no ring.
@@ -141,13 +110,13 @@ impl OmServer {
             .add_service(OmAdminServer::new(AdminService { node: node.clone() }))
             .add_service(OmRingServer::new(RingService { node: node.clone() }));
         let mut tasks = vec![
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "peer",
                 Server::builder().add_service(raft).add_service(snap),
                 peer_l,
                 &stop,
             ),
-            spawn_grpc("client", client, client_l, &stop),
+            rozone_raft::server::spawn_router("client", client, client_l, &stop),
         ];
         let http = rozone_telemetry::http::serve_http(
             config.http.addr,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rozone_raft::RaftGroup;
-use rozone_telemetry::http::{metric, HealthSource};
+use rozone_telemetry::health::{metric, HealthSource};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

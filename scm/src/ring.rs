@@ -12,10 +12,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
-use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::Router;
 use tonic::transport::Server;
 use tracing::info;
 
@@ -34,27 +32,6 @@ pub const GROUP: &str = "scm";
 /// How long `--init` waits for its own ring to elect it.
 const INIT_WAIT: Duration = Duration::from_secs(30);
 
-/// Serves `router` on `listener` until `stop` is cancelled.
-fn spawn_grpc(
-    name: &'static str,
-    router: Router,
-    listener: TcpListener,
-    stop: &CancellationToken,
-) -> JoinHandle<()> {
-    let stop = stop.clone();
-    tokio::spawn(async move {
-        let r = router
-            .serve_with_incoming_shutdown(
-                rozone_raft::server::nodelay_incoming(listener),
-                async move { stop.cancelled().await },
-            )
-            .await;
-        if let Err(e) = r {
-            tracing::error!(server = name, error = %e, "gRPC server stopped");
-        }
-    })
-}
-
 /// A running SCM ring member.
 pub struct Ring {
     pub group: Arc<RaftGroup<ScmLogic>>,
@@ -65,16 +42,6 @@ pub struct Ring {
     pub client_addr: SocketAddr,
     servers: Vec<JoinHandle<()>>,
     stop: CancellationToken,
-}
-
-/// The address others reach a listener at: the configured peer entry of this node when the
-/// config lists one, otherwise the bound address (with a wildcard host made loopback).
-fn advertised(bound: SocketAddr) -> String {
-    if bound.ip().is_unspecified() {
-        format!("127.0.0.1:{}", bound.port())
-    } else {
-        bound.to_string()
-    }
 }
 
 impl Ring {
@@ -96,14 +63,14 @@ impl Ring {
         let me = config.peers.iter().find(|p| p.id == config.node.id);
         let info = NodeInfo::new(
             me.map(|p| p.peer_addr.clone())
-                .unwrap_or_else(|| advertised(peer_addr)),
+                .unwrap_or_else(|| rozone_raft::server::advertised(None, peer_addr)),
             me.map(|p| p.client_addr.clone())
-                .unwrap_or_else(|| advertised(client_addr)),
+                .unwrap_or_else(|| rozone_raft::server::advertised(None, client_addr)),
         );
         // The checkpoint service is reached on the host the peer address names.
         let checkpoint_adv = match info.peer_addr.rsplit_once(':') {
             Some((host, _)) => format!("{host}:{}", checkpoint_addr.port()),
-            None => advertised(checkpoint_addr),
+            None => rozone_raft::server::advertised(None, checkpoint_addr),
         };
         let group_dir = config.node.data_dir.join("raft");
         // The log database appears when Raft first starts: before that this node holds no ring.
@@ -141,7 +108,7 @@ impl Ring {
             },
         );
         let servers = vec![
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "peer",
                 Server::builder()
                     .add_service(raft)
@@ -149,13 +116,13 @@ impl Ring {
                 peer_l,
                 &stop,
             ),
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "checkpoint",
                 Server::builder().add_service(snap),
                 cp_l,
                 &stop,
             ),
-            spawn_grpc(
+            rozone_raft::server::spawn_router(
                 "client",
                 Server::builder()
                     .add_service(ring_svc)

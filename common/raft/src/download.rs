@@ -4,6 +4,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -186,6 +187,65 @@ pub fn verify_staged(
     Ok(())
 }
 
+/// Downloads snapshot `snapshot_id` of `group_id` (empty: the newest) from `source_addr`
+/// into a staging directory of `state` and verifies it against `expect` (the offered meta;
+/// `None`: the manifest's own meta, for a node joining by checkpoint). A failed attempt is
+/// reported to `on_failure`, its staging directory removed, and retried after
+/// `policy.pause`, up to `policy.attempts` times. Returns the verified checkpoint, or the
+/// last error.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn download_verified(
+    channels: &PeerChannels,
+    state: &Arc<StateDb>,
+    source_addr: &str,
+    group_id: &str,
+    snapshot_id: &str,
+    expect: Option<&SnapshotMeta>,
+    policy: &DownloadPolicy,
+    on_failure: impl Fn(u32, &io::Error),
+) -> Result<(Manifest, Checkpoint), io::Error> {
+    let attempts = policy.attempts.max(1);
+    let mut last_err = io::Error::other("no attempt made");
+    let tag = if snapshot_id.is_empty() {
+        "newest"
+    } else {
+        snapshot_id
+    };
+    for attempt in 1..=attempts {
+        let staging = state.staging_dir(&format!("{tag}-{attempt}"));
+        snapshot::remove_path(&staging);
+        let res: io::Result<Manifest> = async {
+            let m =
+                fetch_checkpoint(channels, source_addr, group_id, snapshot_id, &staging).await?;
+            let expect = expect.cloned().unwrap_or_else(|| m.meta.clone());
+            let (st, stg, m2) = (state.clone(), staging.clone(), m.clone());
+            tokio::task::spawn_blocking(move || verify_staged(&stg, &m2, &expect, &st))
+                .await
+                .map_err(io::Error::other)??;
+            Ok(m)
+        }
+        .await;
+        match res {
+            Ok(m) => {
+                let cp = Checkpoint {
+                    id: m.snapshot_id.clone(),
+                    dir: staging,
+                };
+                return Ok((m, cp));
+            }
+            Err(e) => {
+                snapshot::remove_path(&staging);
+                on_failure(attempt, &e);
+                last_err = e;
+                if attempt < attempts {
+                    tokio::time::sleep(policy.pause).await;
+                }
+            }
+        }
+    }
+    Err(last_err)
+}
+
 /// Why joining by checkpoint failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
@@ -224,67 +284,39 @@ pub async fn bootstrap_from_checkpoint(
     group_id: &str,
     policy: &DownloadPolicy,
 ) -> Result<Manifest, BootstrapError> {
-    let state = StateDb::open(&group_dir.join("sm"), app_cfs)?;
+    let state = Arc::new(StateDb::open(&group_dir.join("sm"), app_cfs)?);
     let snapshots = SnapshotStore::open(&group_dir.join("snapshots"))?;
     let (local, _) = read_applied(&state.db())?;
-    let mut last_error = String::new();
-    let attempts = policy.attempts.max(1);
-    for attempt in 1..=attempts {
-        let staging = state.staging_dir(&format!("bootstrap-{attempt}"));
-        snapshot::remove_path(&staging);
-        let res = async {
-            let m = fetch_checkpoint(channels, source_addr, group_id, "", &staging).await?;
-            snapshot::verify_files(&staging.join(snapshot::DB_DIR), &m)?;
-            let cfs: Vec<&str> = state.column_families().iter().map(|s| s.as_str()).collect();
-            let staged = rozone_kv::open_read_only(&staging.join(snapshot::DB_DIR), &cfs)?;
-            let (remote, membership) = read_applied(&staged)?;
-            drop(staged);
-            if remote != m.meta.last_log_id || membership != m.meta.last_membership {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "checkpoint {} does not hold what its manifest says",
-                        m.snapshot_id
-                    ),
-                ));
-            }
-            Ok(m)
-        }
-        .await;
-        match res {
-            Ok(m) => {
-                if m.meta.last_log_id <= local {
-                    snapshot::remove_path(&staging);
-                    return Err(BootstrapError::NotAhead {
-                        snapshot_id: m.snapshot_id,
-                        source_addr: source_addr.to_string(),
-                        remote: m.meta.last_log_id,
-                        local,
-                    });
-                }
-                let cp = Checkpoint {
-                    id: m.snapshot_id.clone(),
-                    dir: staging,
-                };
-                let m = install_checkpoint(&state, &snapshots, &cp)?;
-                tracing::info!(group = %group_id, snapshot = %m.snapshot_id, source = %source_addr,
-                    "state taken from the leader's checkpoint");
-                return Ok(m);
-            }
-            Err(e) => {
-                snapshot::remove_path(&staging);
-                last_error = e.to_string();
-                tracing::error!(group = %group_id, source = %source_addr, attempt, error = %e,
-                    "checkpoint download for joining failed; not joining without it");
-                if attempt < attempts {
-                    tokio::time::sleep(policy.pause).await;
-                }
-            }
-        }
-    }
-    Err(BootstrapError::Download {
+    let (m, cp) = download_verified(
+        channels,
+        &state,
+        source_addr,
+        group_id,
+        "",
+        None,
+        policy,
+        |attempt, e| {
+            tracing::error!(group = %group_id, source = %source_addr, attempt, error = %e,
+                "checkpoint download for joining failed; not joining without it");
+        },
+    )
+    .await
+    .map_err(|e| BootstrapError::Download {
         source_addr: source_addr.to_string(),
-        attempts,
-        last_error,
-    })
+        attempts: policy.attempts.max(1),
+        last_error: e.to_string(),
+    })?;
+    if m.meta.last_log_id <= local {
+        snapshot::remove_path(&cp.dir);
+        return Err(BootstrapError::NotAhead {
+            snapshot_id: m.snapshot_id,
+            source_addr: source_addr.to_string(),
+            remote: m.meta.last_log_id,
+            local,
+        });
+    }
+    let m = install_checkpoint(&state, &snapshots, &cp)?;
+    tracing::info!(group = %group_id, snapshot = %m.snapshot_id, source = %source_addr,
+        "state taken from the leader's checkpoint");
+    Ok(m)
 }

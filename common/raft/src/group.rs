@@ -3,7 +3,6 @@
 //! membership changes, leader transfer).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,11 +22,11 @@ use rozone_kv::rocksdb::DB;
 
 use crate::codec::{decode, encode};
 use crate::contact::{leader_ready, ContactRecord, LeaderContact};
-use crate::download::{fetch_checkpoint, verify_staged, DownloadPolicy};
+use crate::download::DownloadPolicy;
 use crate::error::RaftGroupError;
 use crate::log_store::RocksLogStore;
 use crate::network::{NetStats, NetworkFactory, PeerChannels, PeerRpcCounts};
-use crate::service::GroupRegistry;
+use crate::registry::{GroupHandle, GroupRegistry};
 use crate::snapshot::{self, Checkpoint, Snap, SnapshotStore};
 use crate::state_machine::{RocksStateMachine, StateDb, StateMachineLogic};
 use crate::types::{AppRequest, LogId, NodeId, NodeInfo, RaftMetrics, TypeConfig};
@@ -440,53 +439,31 @@ impl<L: StateMachineLogic> RaftGroup<L> {
 
     async fn download_verified(&self, offer: &SnapshotOffer) -> Result<Checkpoint, String> {
         let policy = &self.cfg.download;
-        let mut last_err = String::new();
-        for attempt in 1..=policy.attempts.max(1) {
-            let staging = self
-                .state
-                .staging_dir(&format!("{}-{attempt}", offer.snapshot_id));
-            snapshot::remove_path(&staging);
-            let res: io::Result<()> = async {
-                let m = fetch_checkpoint(
-                    &self.channels,
-                    &offer.source_addr,
-                    &self.cfg.group_id,
-                    &offer.snapshot_id,
-                    &staging,
-                )
-                .await?;
-                let (st, stg, meta) = (self.state.clone(), staging.clone(), offer.meta.clone());
-                tokio::task::spawn_blocking(move || verify_staged(&stg, &m, &meta, &st))
-                    .await
-                    .map_err(io::Error::other)?
-            }
-            .await;
-            match res {
-                Ok(()) => {
-                    return Ok(Checkpoint {
-                        id: offer.snapshot_id.clone(),
-                        dir: staging,
-                    })
-                }
-                Err(e) => {
-                    self.stats.download_failures.fetch_add(1, Ordering::Relaxed);
-                    snapshot::remove_path(&staging);
-                    last_err = e.to_string();
-                    tracing::warn!(
-                        group = %self.cfg.group_id, snapshot = %offer.snapshot_id,
-                        source = %offer.source_addr, attempt, error = %e,
-                        "checkpoint download failed"
-                    );
-                    if attempt < policy.attempts {
-                        tokio::time::sleep(policy.pause).await;
-                    }
-                }
-            }
-        }
-        Err(format!(
-            "checkpoint download of snapshot {} from {} failed after {} attempt(s): {last_err}",
-            offer.snapshot_id, offer.source_addr, policy.attempts
-        ))
+        crate::download::download_verified(
+            &self.channels,
+            &self.state,
+            &offer.source_addr,
+            &self.cfg.group_id,
+            &offer.snapshot_id,
+            Some(&offer.meta),
+            policy,
+            |attempt, e| {
+                self.stats.download_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    group = %self.cfg.group_id, snapshot = %offer.snapshot_id,
+                    source = %offer.source_addr, attempt, error = %e,
+                    "checkpoint download failed"
+                );
+            },
+        )
+        .await
+        .map(|(_, cp)| cp)
+        .map_err(|e| {
+            format!(
+                "checkpoint download of snapshot {} from {} failed after {} attempt(s): {e}",
+                offer.snapshot_id, offer.source_addr, policy.attempts
+            )
+        })
     }
 }
 
@@ -500,33 +477,6 @@ fn pre_install_failpoint() -> Result<(), String> {
 
 fn fatal(e: Fatal<TypeConfig>) -> RaftGroupError {
     RaftGroupError::Fatal(e.to_string())
-}
-
-/// The object-safe face of a group that the peer service routes to.
-pub trait GroupHandle: Send + Sync {
-    fn node_id(&self) -> NodeId;
-    fn contact(&self) -> Arc<LeaderContact>;
-    fn snapshots(&self) -> Arc<SnapshotStore>;
-    fn vote(
-        &self,
-        req: VoteRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>>;
-    fn pre_vote(
-        &self,
-        req: VoteRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>>;
-    fn stream_append(
-        &self,
-        input: BoxStream<'static, AppendEntriesRequest<TypeConfig>>,
-    ) -> BoxStream<'static, Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>>;
-    fn receive_snapshot(
-        &self,
-        offer: SnapshotOffer,
-    ) -> BoxFuture<'_, Reply<SnapshotResponse<TypeConfig>>>;
-    fn transfer_leader(
-        &self,
-        req: TransferLeaderRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<TransferLeaderResponse<TypeConfig>, Fatal<TypeConfig>>>;
 }
 
 impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {

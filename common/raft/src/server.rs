@@ -8,7 +8,8 @@ use rozone_proto::raft::snapshot_service_server::SnapshotServiceServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use crate::service::{GroupRegistry, RaftServiceImpl, SnapshotServiceImpl};
+use crate::registry::GroupRegistry;
+use crate::service::{RaftServiceImpl, SnapshotServiceImpl};
 
 /// Binds `addr` (port 0 picks a free port) and returns the listener and its real address.
 pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
@@ -64,4 +65,36 @@ pub async fn serve_peer(
         .add_service(snap)
         .serve_with_incoming_shutdown(nodelay_incoming(listener), shutdown)
         .await
+}
+
+/// Serves `router` on `listener` (Nagle off) until `stop` is cancelled, as a task; a server
+/// that fails is logged under `name`. Every daemon's gRPC listeners run this way.
+pub fn spawn_router(
+    name: &'static str,
+    router: tonic::transport::server::Router,
+    listener: TcpListener,
+    stop: &tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        let r = router
+            .serve_with_incoming_shutdown(nodelay_incoming(listener), async move {
+                stop.cancelled().await
+            })
+            .await;
+        if let Err(e) = r {
+            tracing::error!(server = name, error = %e, "gRPC server stopped");
+        }
+    })
+}
+
+/// The address others reach a bound listener at: `host` (an operator's advertised name)
+/// with the bound port when given, else the bound address with a wildcard host made
+/// loopback.
+pub fn advertised(host: Option<&str>, bound: SocketAddr) -> String {
+    match host.filter(|h| !h.is_empty()) {
+        Some(h) => format!("{h}:{}", bound.port()),
+        None if bound.ip().is_unspecified() => format!("127.0.0.1:{}", bound.port()),
+        None => bound.to_string(),
+    }
 }

@@ -1,9 +1,7 @@
 //! Server side of the Raft transport: one gRPC service per process, routing each RPC to its
 //! group by id and checking the target node id (a misaddressed RPC can make openraft panic).
 
-use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
 use openraft::raft::{StreamAppendError, TransferLeaderRequest, VoteRequest};
@@ -16,47 +14,8 @@ use tokio::io::AsyncReadExt;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::codec::{decode, encode};
-use crate::group::GroupHandle;
+use crate::registry::GroupRegistry;
 use crate::wire::{Reply, SnapshotOffer};
-
-/// Every group this process hosts, by group id.
-#[derive(Default, Clone)]
-pub struct GroupRegistry {
-    groups: Arc<RwLock<HashMap<String, Arc<dyn GroupHandle>>>>,
-}
-
-impl GroupRegistry {
-    pub fn insert(&self, group_id: &str, g: Arc<dyn GroupHandle>) {
-        if let Ok(mut m) = self.groups.write() {
-            m.insert(group_id.to_string(), g);
-        }
-    }
-
-    pub fn remove(&self, group_id: &str) {
-        if let Ok(mut m) = self.groups.write() {
-            m.remove(group_id);
-        }
-    }
-
-    pub fn get(&self, group_id: &str) -> Option<Arc<dyn GroupHandle>> {
-        self.groups.read().ok()?.get(group_id).cloned()
-    }
-
-    fn route(&self, req: &RaftRequest) -> Result<Arc<dyn GroupHandle>, Status> {
-        let g = self
-            .get(&req.group_id)
-            .ok_or_else(|| Status::not_found(format!("no raft group {:?} here", req.group_id)))?;
-        if g.node_id() != req.target {
-            return Err(Status::failed_precondition(format!(
-                "group {:?}: RPC for node {} reached node {}",
-                req.group_id,
-                req.target,
-                g.node_id()
-            )));
-        }
-        Ok(g)
-    }
-}
 
 fn reply<T: Serialize>(r: &Reply<T>) -> Result<RaftReply, Status> {
     Ok(RaftReply {

@@ -11,13 +11,7 @@ use axum::routing::get;
 use axum::Router;
 use tokio_util::sync::CancellationToken;
 
-/// What a daemon reports on its HTTP endpoint.
-pub trait HealthSource: Send + Sync + 'static {
-    /// `Ok` when ready to serve; otherwise why not (shown to the operator).
-    fn ready(&self) -> Result<(), String>;
-    /// Prometheus text exposition of the daemon's metrics.
-    fn metrics(&self) -> String;
-}
+use crate::health::HealthSource;
 
 type Source = Arc<dyn HealthSource>;
 
@@ -74,13 +68,4 @@ pub async fn serve_http(
         }
     });
     Ok((bound, task))
-}
-
-/// Appends one Prometheus sample with its HELP and TYPE lines.
-pub fn metric(out: &mut String, name: &str, kind: &str, help: &str, value: impl std::fmt::Display) {
-    use std::fmt::Write;
-    let _ = writeln!(
-        out,
-        "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
-    );
 }

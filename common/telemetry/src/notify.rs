@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::http::HealthSource;
+use crate::health::HealthSource;
 
 /// The environment variable systemd passes the notification socket in.
 pub const NOTIFY_SOCKET: &str = "NOTIFY_SOCKET";
