@@ -7,10 +7,11 @@ use std::sync::{Arc, Mutex};
 
 use rozone_proto::scm as spb;
 use rozone_proto::scm::scm_command::Command;
+use rozone_types::codes::DnCode;
 
 use crate::clients::Clients;
-use crate::error::{Code, DnError};
-use crate::pipeline::{Member, PipelineRequest, Pipelines};
+use crate::error::DnError;
+use crate::pipeline::{PipelineRequest, PipelineResponse, Pipelines};
 use crate::store::ContainerStore;
 
 pub struct Executor {
@@ -93,15 +94,7 @@ impl Executor {
     pub async fn execute(&self, c: Command) -> Result<(), DnError> {
         match c {
             Command::CreatePipeline(p) => {
-                let members = p
-                    .members
-                    .into_iter()
-                    .map(|d| Member {
-                        id: d.id,
-                        raft_addr: d.raft_addr,
-                        container_addr: d.container_addr,
-                    })
-                    .collect();
+                let members = p.members.into_iter().map(Into::into).collect();
                 self.pipelines.create(p.pipeline_id, members).await
             }
             Command::ClosePipeline(p) => self.pipelines.close(p.pipeline_id).await,
@@ -131,7 +124,7 @@ impl Executor {
                     {
                         Ok(_) => {}
                         // The container is gone: so are its blocks.
-                        Err(e) if e.code == Code::ContainerNotFound => {}
+                        Err(e) if e.code == DnCode::ContainerNotFound => {}
                         Err(e) => return Err(e),
                     }
                 }
@@ -166,8 +159,8 @@ impl Executor {
                 .write(PipelineRequest::CloseContainer { container_id: cid })
                 .await
             {
-                Ok(crate::pipeline::PipelineResponse::Ok { .. }) => Ok(()),
-                Ok(crate::pipeline::PipelineResponse::Refused(e)) => Err(e),
+                Ok(PipelineResponse::Ok { .. }) => Ok(()),
+                Ok(PipelineResponse::Refused(e)) => Err(e),
                 Err(e) => Err(DnError::io("close container", e)),
             },
             Ok(_) => Ok(()),

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use rozone_telemetry::health::{metric, HealthSource};
 
+use crate::node::NodeRef;
 use crate::scm::LinkStatus;
 use crate::types::ContainerState;
 
 pub struct DatanodeHealth {
-    pub parts: crate::node::PartsRef,
+    pub node: NodeRef,
     pub link: Arc<LinkStatus>,
 }
 
@@ -25,10 +26,10 @@ impl HealthSource for DatanodeHealth {
 
     fn metrics(&self) -> String {
         let mut out = String::new();
-        let Ok(parts) = self.parts.get() else {
+        let Some(node) = self.node.get() else {
             return out;
         };
-        let ds = parts.store.descriptors();
+        let ds = node.store.descriptors();
         for (name, st) in [
             ("open", ContainerState::Open),
             ("closing", ContainerState::Closing),
@@ -44,7 +45,7 @@ impl HealthSource for DatanodeHealth {
                 ds.iter().filter(|d| d.state == st).count(),
             );
         }
-        let ps = parts.pipelines.all();
+        let ps = node.pipelines.all();
         metric(
             &mut out,
             "rozone_datanode_pipelines",
@@ -67,7 +68,7 @@ impl HealthSource for DatanodeHealth {
             ps.iter().filter(|p| p.group.is_ready_leader()).count(),
         );
         let (mut cap, mut used, mut rem) = (0u64, 0u64, 0u64);
-        for v in parts.store.volumes() {
+        for v in node.store.volumes() {
             let (c, u, r) = v.space();
             cap += c;
             used += u;

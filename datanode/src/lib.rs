@@ -1,24 +1,28 @@
 //! rozone-datanode: stores containers of chunks on local disks, serves chunk I/O, runs one
 //! Raft group per pipeline and reports to (and takes commands from) the SCM.
 //!
-//! Layers, bottom up: [`checksum`] and [`types`]; the container [`store`] (one RocksDB per
-//! data directory, chunk files per container); [`pipeline`] (the per-pipeline state machine
-//! with its write and apply stages, and the replay guard); the gRPC [`service`]s and
-//! [`replication`]; the [`scm`] link and [`commands`]; [`node`] wires them up.
+//! Layers, bottom up: [`types`] and [`error`] (block ids, checksums and result codes are
+//! `rozone_types`'); the container [`store`] (one RocksDB per data directory, chunk files
+//! per container); [`pipeline`] (one Raft group per pipeline: the leader's and the
+//! followers' write stages, the apply stage and the replay guard); [`node`], the core
+//! handle the services share; the gRPC [`service`]s with [`convert`] at their edge; the
+//! replication client ([`replication`]), the [`scm`] link and its [`commands`]; [`server`]
+//! wires one process.
 //!
 //! A library with a thin `main.rs`, so tests can start datanodes in-process. Must not
 //! depend on the SCM or OM crates (only on their wire types).
 
-pub mod checksum;
 pub mod clients;
 pub mod commands;
 pub mod config;
+pub mod convert;
 pub mod error;
 pub mod health;
 pub mod node;
 pub mod pipeline;
 pub mod replication;
 pub mod scm;
+pub mod server;
 pub mod service;
 pub mod store;
 pub mod types;
@@ -27,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 pub use config::Config;
-pub use node::Datanode;
+pub use server::Datanode;
 
 /// The binary's name, as logs and errors show it.
 pub const SERVICE: &str = "rozone-datanode";
@@ -37,6 +41,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let node_id = config.node.id;
     info!(node_id, scm_addrs = ?config.datanode.scm_addrs, data_dir = %config.node.data_dir.display(), volumes = ?config.volumes(), "{SERVICE} starting");
     let dn = Datanode::start(&config).await?;
+    info!(
+        node_id,
+        container_addr = %dn.container_addr,
+        raft_addr = %dn.raft_addr,
+        replication_addr = %dn.replication_addr,
+        http_addr = %dn.http_addr,
+        "{SERVICE} started"
+    );
     shutdown.cancelled().await;
     dn.stop().await;
     info!(node_id, "{SERVICE} stopped");

@@ -1,8 +1,9 @@
-//! Container replication (replication port): a datanode pulls a CLOSED replica from a
-//! source as one stream (descriptor, block records, chunk files in pieces, trailer), stages
-//! it, verifies every block against its chunk checksums and the container checksum, then
-//! imports it atomically (rename of the staged directory, one metadata batch). A transfer
-//! cut midway leaves nothing but a staging directory, which is removed.
+//! Container replication, the pulling side (run for the SCM's replicate command): pull a
+//! CLOSED replica from a source datanode's replication service ([`crate::service::replication`])
+//! as one stream, stage it, verify every block against its chunk checksums and the
+//! container checksum, then import it atomically (rename of the staged directory, one
+//! metadata batch). A transfer cut midway leaves nothing but a staging directory, which is
+//! removed.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -11,126 +12,14 @@ use std::sync::Arc;
 use futures::StreamExt;
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::pull_container_reply::Msg;
-use rozone_proto::datanode::replication_server::Replication;
-use tokio_stream::wrappers::ReceiverStream;
-use tonic::{Request, Response, Status};
+use rozone_types::checksum::crc32c_append;
+use rozone_types::codes::DnCode;
 
-use crate::checksum::crc32c_append;
 use crate::clients::Clients;
-use crate::error::{to_status, Code, DnError};
+use crate::convert::block_from;
+use crate::error::DnError;
 use crate::store::{container_checksum, volume, ContainerStore};
-use crate::types::{block_from, BlockData, ContainerState, Descriptor};
-
-/// Bytes per streamed file piece.
-const PIECE: usize = 1 << 20;
-
-pub struct ReplicationService {
-    pub parts: crate::node::PartsRef,
-}
-
-fn exportable(
-    store: &ContainerStore,
-    cid: u64,
-) -> Result<(Descriptor, Vec<BlockData>, PathBuf), DnError> {
-    let (_, d) = store.live(cid)?;
-    if !matches!(
-        d.state,
-        ContainerState::Closed | ContainerState::QuasiClosed
-    ) {
-        return Err(DnError::new(
-            Code::ClosedContainerIo,
-            format!(
-                "container {cid} is {:?}: only CLOSED or QUASI_CLOSED replicas are replicated",
-                d.state
-            ),
-        ));
-    }
-    Ok((d, store.blocks(cid)?, store.container_dir(cid)?))
-}
-
-fn send_container(
-    d: Descriptor,
-    blocks: Vec<BlockData>,
-    dir: PathBuf,
-    tx: tokio::sync::mpsc::Sender<Result<pb::PullContainerReply, Status>>,
-) {
-    let send = |m: Msg| {
-        tx.blocking_send(Ok(pb::PullContainerReply { msg: Some(m) }))
-            .is_ok()
-    };
-    if !send(Msg::Descriptor(d.to_proto(""))) {
-        return;
-    }
-    for b in &blocks {
-        if !send(Msg::Block(b.into())) {
-            return;
-        }
-    }
-    let mut files = 0u32;
-    let mut sent_pieces = 0u64;
-    for b in &blocks {
-        let rel = format!("chunks/{}.block", b.id.local_id);
-        let res = (|| -> std::io::Result<bool> {
-            let mut f = std::fs::File::open(dir.join(&rel))?;
-            let (mut off, mut crc, mut buf) = (0u64, 0u32, vec![0u8; PIECE]);
-            loop {
-                let n = std::io::Read::read(&mut f, &mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                crc = crc32c_append(crc, &buf[..n]);
-                let piece = pb::FilePiece {
-                    path: rel.clone(),
-                    offset: off,
-                    data: buf[..n].to_vec(),
-                };
-                if !send(Msg::Piece(piece)) {
-                    return Ok(false);
-                }
-                sent_pieces += 1;
-                fail::fail_point!("dn-replication-cut", sent_pieces >= 1, |_| Err(
-                    std::io::Error::other("failpoint dn-replication-cut")
-                ));
-                off += n as u64;
-            }
-            Ok(send(Msg::FileEnd(pb::FileEnd {
-                path: rel.clone(),
-                size: off,
-                crc32c: crc,
-            })))
-        })();
-        match res {
-            Ok(true) => files += 1,
-            Ok(false) => return,
-            Err(e) => {
-                let _ = tx.blocking_send(Err(Status::aborted(format!("reading {rel}: {e}"))));
-                return;
-            }
-        }
-    }
-    send(Msg::Trailer(pb::PullTrailer {
-        file_count: files,
-        block_count: blocks.len() as u64,
-        checksum: d.checksum.clone(),
-    }));
-}
-
-#[tonic::async_trait]
-impl Replication for ReplicationService {
-    type PullContainerStream = ReceiverStream<Result<pb::PullContainerReply, Status>>;
-
-    async fn pull_container(
-        &self,
-        req: Request<pb::PullContainerRequest>,
-    ) -> Result<Response<Self::PullContainerStream>, Status> {
-        let cid = req.into_inner().container_id;
-        let parts = self.parts.get()?;
-        let (d, blocks, dir) = exportable(&parts.store, cid).map_err(to_status)?;
-        let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tokio::task::spawn_blocking(move || send_container(d, blocks, dir, tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
-}
+use crate::types::{BlockData, Descriptor};
 
 /// Pulls container `cid` from the first source that delivers a verified copy and imports it.
 pub async fn replicate(
@@ -266,7 +155,7 @@ async fn pull_from(
                 })?;
                 if o.2 != e.size || o.3 != e.crc32c {
                     return Err(DnError::new(
-                        Code::ChecksumMismatch,
+                        DnCode::ChecksumMismatch,
                         format!(
                             "{}: received {} bytes crc {:08x}, source says {} bytes crc {:08x}",
                             e.path, o.2, o.3, e.size, e.crc32c
@@ -308,7 +197,7 @@ async fn pull_from(
     let sum = container_checksum(&blocks);
     if sum != d.checksum || sum != t.checksum {
         return Err(DnError::new(
-            Code::ChecksumMismatch,
+            DnCode::ChecksumMismatch,
             format!("container {cid}: checksum {sum} != source's {}", d.checksum),
         ));
     }
@@ -331,7 +220,7 @@ fn verify_staged(dir: &Path, blocks: &[BlockData]) -> Result<(), DnError> {
         for c in &b.chunks {
             let mut buf = vec![0u8; c.len as usize];
             f.read_exact_at(&mut buf, c.offset).map_err(|e| {
-                DnError::new(Code::ChecksumMismatch, format!("block {}: {e}", b.id))
+                DnError::new(DnCode::ChecksumMismatch, format!("block {}: {e}", b.id))
             })?;
             crate::store::write::verify(b.id, c, &buf)?;
         }

@@ -3,9 +3,9 @@
 mod common;
 
 use common::*;
-use rozone_datanode::error::Code;
 use rozone_proto::datanode as pb;
 use rozone_proto::scm as spb;
+use rozone_types::codes::DnCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
@@ -17,20 +17,20 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
 
     // Unknown container and block ids.
     let e = l.block(99, 1).await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::ContainerNotFound), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::ContainerNotFound), "{e:?}");
     let e = l.block(1, 42).await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::NoSuchBlock), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::NoSuchBlock), "{e:?}");
     let e = l.read_block(1, 42).await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::NoSuchBlock));
+    assert_eq!(code(&e), Some(DnCode::NoSuchBlock));
     let e = l.write_chunk(77, 1, 2, 0, b"abc").await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::PipelineNotFound), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::PipelineNotFound), "{e:?}");
 
     // Missing fields are named.
     let e =
         l.c.get_block(pb::GetBlockRequest { block_id: None })
             .await
             .unwrap_err();
-    assert_eq!(code(&e), Some(Code::InvalidArgument));
+    assert_eq!(code(&e), Some(DnCode::InvalidArgument));
     assert!(
         e.message().contains("block_id is missing"),
         "{}",
@@ -67,12 +67,12 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
         })
         .await
         .unwrap_err();
-    assert_eq!(code(&e), Some(Code::ChecksumMismatch), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::ChecksumMismatch), "{e:?}");
     let e = l
         .stream(1, 5, 2, &data, true, Some(sums(b"other")))
         .await
         .unwrap_err();
-    assert_eq!(code(&e), Some(Code::ChecksumMismatch), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::ChecksumMismatch), "{e:?}");
     for n in &c.nodes {
         assert!(
             n.dn().store.descriptor(5).is_none(),
@@ -95,7 +95,7 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
         })
         .await
         .unwrap_err();
-    assert_eq!(code(&e), Some(Code::OutOfRange), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::OutOfRange), "{e:?}");
     let e =
         l.c.read_chunk(pb::ReadChunkRequest {
             block_id: Some(bid(1, 1)),
@@ -104,7 +104,7 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
         })
         .await
         .unwrap_err();
-    assert_eq!(code(&e), Some(Code::OutOfRange));
+    assert_eq!(code(&e), Some(DnCode::OutOfRange));
     // A partial read inside the block works and verifies.
     let r =
         l.c.read_chunk(pb::ReadChunkRequest {
@@ -124,11 +124,11 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
         .put_block(1, 1, 2, vec![chunk(0, b"never written")])
         .await
         .unwrap_err();
-    assert_eq!(code(&e), Some(Code::InvalidArgument), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::InvalidArgument), "{e:?}");
     assert!(e.message().contains("never written"), "{}", e.message());
     assert_eq!(
         code(&l.block(1, 2).await.unwrap_err()),
-        Some(Code::NoSuchBlock)
+        Some(DnCode::NoSuchBlock)
     );
     // PutBlock whose length disagrees with its chunks.
     let e =
@@ -143,7 +143,7 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
         })
         .await
         .unwrap_err();
-    assert_eq!(code(&e), Some(Code::InvalidArgument));
+    assert_eq!(code(&e), Some(DnCode::InvalidArgument));
 
     // Writes to a CLOSED container.
     let before = l.container(1).await.unwrap();
@@ -169,9 +169,9 @@ async fn bad_input_is_refused_with_clear_codes_and_nothing_stored() {
     .await;
     let mut l = c.client(leader);
     let e = l.write_chunk(1, 1, 3, 0, b"late").await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::ClosedContainerIo), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::ClosedContainerIo), "{e:?}");
     let e = l.stream(1, 1, 3, b"late", true, None).await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::ClosedContainerIo), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::ClosedContainerIo), "{e:?}");
     let after = l.container(1).await.unwrap();
     assert_eq!(
         (after.block_count, after.used_bytes),

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use rozone_datanode::error::Code;
+use rozone_types::codes::DnCode;
 
 async fn assert_same_everywhere(c: &Cluster, members: &[usize], blocks: &[(u64, u64, &[u8])]) {
     for &(cid, lid, data) in blocks {
@@ -49,7 +49,7 @@ async fn blocks_written_through_the_leader_are_identical_on_every_replica_and_a_
     // A write sent to a follower is refused with a hint naming the leader.
     let mut f = c.client(follower);
     let e = f.write_chunk(1, 1, 1, 0, b"x").await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::NotLeader), "{e:?}");
+    assert_eq!(code(&e), Some(DnCode::NotLeader), "{e:?}");
     assert_eq!(
         rozone_rpc::leader_hint(&e).as_deref(),
         Some(c.nodes[leader].container_addr().as_str())

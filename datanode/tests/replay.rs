@@ -9,9 +9,9 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use rozone_datanode::error::Code;
 use rozone_datanode::types::ContainerState;
 use rozone_proto::scm as spb;
+use rozone_types::codes::DnCode;
 
 #[derive(Clone, Copy, Debug)]
 enum Mode {
@@ -177,7 +177,7 @@ async fn scenario(mode: Mode) {
     );
     assert!(!c.nodes[victim].volume().join("containers/7").exists());
     let e = c.client(victim).container(7).await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::ContainerNotFound));
+    assert_eq!(code(&e), Some(DnCode::ContainerNotFound));
     assert!(v.store.descriptors().iter().all(|d| d.id != 7));
     // Its other container is intact.
     assert_eq!(c.client(victim).read_block(1, 1).await.unwrap().0, old);

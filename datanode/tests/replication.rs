@@ -5,9 +5,9 @@
 mod common;
 
 use common::*;
-use rozone_datanode::error::Code;
 use rozone_proto::datanode::ContainerState;
 use rozone_proto::scm as spb;
+use rozone_types::codes::DnCode;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn closed_container_replicates_with_equal_checksum_and_a_cut_transfer_leaves_nothing() {
@@ -100,7 +100,7 @@ async fn closed_container_replicates_with_equal_checksum_and_a_cut_transfer_leav
     );
     assert!(st.message.contains("cut"), "{}", st.message);
     let e = c.client(new).container(3).await.unwrap_err();
-    assert_eq!(code(&e), Some(Code::ContainerNotFound));
+    assert_eq!(code(&e), Some(DnCode::ContainerNotFound));
     let vol = c.nodes[new].volume();
     assert!(
         !vol.join("containers/3").exists(),

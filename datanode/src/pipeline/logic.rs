@@ -12,13 +12,15 @@ use std::io;
 use std::sync::Arc;
 
 use rozone_raft::{LogId, StateMachineLogic, Txn};
+use rozone_types::codes::DnCode;
+use rozone_types::BlockId;
 use serde::{Deserialize, Serialize};
 
 use super::PipelineState;
-use crate::error::{Code, DnError};
+use crate::error::DnError;
 use crate::store::apply::Applied;
 use crate::store::ContainerStore;
-use crate::types::{BlockData, BlockId, ChunkInfo};
+use crate::types::{BlockData, ChunkInfo};
 
 /// A pipeline log entry.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,10 +86,13 @@ pub struct PipelineLogic {
 }
 
 /// Refusals that mean this replica can no longer follow the log safely.
-fn poisons_pipeline(code: Code) -> bool {
+fn poisons_pipeline(code: DnCode) -> bool {
     matches!(
         code,
-        Code::ContainerNotFound | Code::ChecksumMismatch | Code::ContainerUnhealthy | Code::IoError
+        DnCode::ContainerNotFound
+            | DnCode::ChecksumMismatch
+            | DnCode::ContainerUnhealthy
+            | DnCode::IoError
     )
 }
 
@@ -150,8 +155,9 @@ mod tests {
     use std::sync::atomic::AtomicBool;
     use std::sync::Mutex;
 
+    use rozone_types::checksum::{ChecksumData, ChecksumType};
+
     use super::*;
-    use crate::checksum::{ChecksumData, ChecksumType};
     use crate::types::ContainerState;
 
     fn setup(dir: &std::path::Path) -> PipelineLogic {
@@ -197,7 +203,7 @@ mod tests {
             },
         );
         assert!(
-            matches!(r, PipelineResponse::Refused(ref e) if e.code == Code::ContainerNotFound),
+            matches!(r, PipelineResponse::Refused(ref e) if e.code == DnCode::ContainerNotFound),
             "{r:?}"
         );
         assert!(l.store.descriptor(5).is_none());
@@ -251,7 +257,7 @@ mod tests {
         for (i, e) in entries.iter().enumerate() {
             let r = l.apply_entry(i as u64 + 10, e);
             assert!(
-                matches!(r, PipelineResponse::Refused(ref e) if e.code == Code::ContainerNotFound),
+                matches!(r, PipelineResponse::Refused(ref e) if e.code == DnCode::ContainerNotFound),
                 "{r:?}"
             );
         }
@@ -260,7 +266,7 @@ mod tests {
             ContainerState::Deleted
         );
         let e = l.store.write_chunk(1, block, &c, &data).unwrap_err();
-        assert_eq!(e.code, Code::ContainerNotFound);
+        assert_eq!(e.code, DnCode::ContainerNotFound);
         assert!(!l.state.is_healthy());
     }
 
@@ -306,7 +312,7 @@ mod tests {
         );
         assert_eq!(
             l.store.read(block, 0, 0).unwrap_err().code,
-            Code::ContainerUnhealthy
+            DnCode::ContainerUnhealthy
         );
     }
 }

@@ -1,7 +1,15 @@
 //! Pipelines: one Raft group per pipeline (its members are datanodes), created and closed
 //! on SCM command, reopened from `<data_dir>/pipelines/<id>/` after a restart.
+//!
+//! A pipeline keeps chunk bytes out of its log: the *write stage* stores them on every
+//! member before the entry that commits them is appended — on the leader
+//! ([`leader`]: store, push to the followers, propose) and on each follower ([`follower`]:
+//! take the leader's push, or pull what it missed before appending). The *apply stage*
+//! ([`logic`]) commits the entry's metadata into the container store and never creates a
+//! container (the replay guard).
 
-pub mod hook;
+pub mod follower;
+pub mod leader;
 pub mod logic;
 
 use std::collections::{BTreeMap, HashMap};
@@ -12,20 +20,14 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use rozone_config::RaftSection;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup, ServerState};
+use rozone_types::codes::DnCode;
 use serde::{Deserialize, Serialize};
 
 use crate::clients::Clients;
-use crate::error::{Code, DnError};
+use crate::error::DnError;
 use crate::store::ContainerStore;
+use crate::types::Member;
 pub use logic::{PipelineLogic, PipelineRequest, PipelineResponse};
-
-/// A member of a pipeline.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Member {
-    pub id: u64,
-    pub raft_addr: String,
-    pub container_addr: String,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct PipelineFile {
@@ -87,37 +89,36 @@ pub struct Pipeline {
     pub id: u64,
     pub group: Arc<RaftGroup<PipelineLogic>>,
     pub state: Arc<PipelineState>,
+    /// This datanode.
+    node_id: u64,
+    store: Arc<ContainerStore>,
+    clients: Arc<Clients>,
 }
 
 impl Pipeline {
     /// Refuses a write unless this member is the ready leader of a healthy pipeline.
-    pub fn check_writable(&self) -> Result<(), tonic::Status> {
+    pub fn check_writable(&self) -> Result<(), DnError> {
         if !self.state.is_healthy() {
-            return Err(crate::error::to_status(DnError::new(
-                Code::PipelineUnhealthy,
+            return Err(DnError::new(
+                DnCode::PipelineUnhealthy,
                 format!(
                     "pipeline {} is unhealthy ({}); SCM will close it",
                     self.id,
                     self.state.unhealthy_reason().unwrap_or_default()
                 ),
-            )));
+            ));
         }
         if !self.group.is_ready_leader() {
-            return Err(crate::error::raft_to_status(self.group.not_leader_error()));
+            return Err(self.group.not_leader_error().into());
         }
         Ok(())
     }
 
-    /// Proposes an entry and maps its response.
-    pub async fn propose(&self, req: PipelineRequest) -> Result<(u64, u64), tonic::Status> {
-        match self
-            .group
-            .write(req)
-            .await
-            .map_err(crate::error::raft_to_status)?
-        {
+    /// Proposes an entry; a refusal at apply comes back as its error.
+    pub async fn propose(&self, req: PipelineRequest) -> Result<(u64, u64), DnError> {
+        match self.group.write(req).await? {
             PipelineResponse::Ok { bcsid, length } => Ok((bcsid, length)),
-            PipelineResponse::Refused(e) => Err(crate::error::to_status(e)),
+            PipelineResponse::Refused(e) => Err(e),
         }
     }
 
@@ -180,7 +181,7 @@ impl Pipelines {
             .cloned()
             .ok_or_else(|| {
                 DnError::new(
-                    Code::PipelineNotFound,
+                    DnCode::PipelineNotFound,
                     format!("this datanode is not a member of pipeline {id}"),
                 )
             })
@@ -280,7 +281,7 @@ impl Pipelines {
             store: self.store.clone(),
             state: state.clone(),
         };
-        let hook = Arc::new(hook::WriteStageHook {
+        let hook = Arc::new(follower::WriteStageHook {
             pipeline_id: f.id,
             node_id: self.node_id,
             members: f.members.clone(),
@@ -315,6 +316,9 @@ impl Pipelines {
             id: f.id,
             group,
             state,
+            node_id: self.node_id,
+            store: self.store.clone(),
+            clients: self.clients.clone(),
         });
         self.map
             .lock()

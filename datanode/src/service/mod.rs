@@ -1,17 +1,21 @@
-//! The datanode's gRPC services: client I/O ([`container`]), data movement between pipeline
-//! members ([`peer`]) and container replication ([`crate::replication`]).
+//! The datanode's gRPC services, the only code that serves protobuf requests: client chunk
+//! and block I/O ([`container`]), chunk bytes between pipeline members ([`peer`]) and
+//! container copies for other datanodes ([`replication`]). Each handler converts its
+//! request at the edge ([`crate::convert`]), calls the node, and maps errors through the
+//! one `From<DnError> for Status`.
 
 pub mod container;
 pub mod peer;
+pub mod replication;
 
-use crate::error::DnError;
+use std::sync::Arc;
 
-/// Runs blocking store work off the async workers.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, DnError> + Send + 'static,
-) -> Result<T, tonic::Status> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| tonic::Status::internal(format!("worker failed: {e}")))?
-        .map_err(crate::error::to_status)
+use tonic::Status;
+
+use crate::node::{Node, NodeRef};
+
+/// The node a request works on; refused as `UNAVAILABLE` once the datanode is stopping.
+fn node(r: &NodeRef) -> Result<Arc<Node>, Status> {
+    r.get()
+        .ok_or_else(|| Status::unavailable("datanode is stopping"))
 }

@@ -1,17 +1,21 @@
 //! The PipelineData service (pipeline Raft port): the leader pushes chunk bytes to a
-//! follower's write stage; a follower missing bytes for an entry pulls them.
+//! follower's write stage ([`crate::pipeline::follower`]); a follower missing bytes for an
+//! entry pulls them from another member.
 
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::pipeline_data_server::PipelineData;
+use rozone_types::BlockId;
 use tonic::{Request, Response, Status};
 
-use super::blocking;
-use crate::error::{to_status, DnError};
-use crate::node::PartsRef;
-use crate::types::{block_id_from, chunk_from};
+use super::node;
+use crate::clients::MAX_MESSAGE;
+use crate::convert::chunk_from;
+use crate::error::DnError;
+use crate::node::{Node, NodeRef};
+use crate::store::blocking;
 
 pub struct PeerService {
-    pub parts: PartsRef,
+    pub node: NodeRef,
 }
 
 #[tonic::async_trait]
@@ -20,19 +24,8 @@ impl PipelineData for PeerService {
         &self,
         req: Request<pb::PushChunkRequest>,
     ) -> Result<Response<pb::PushChunkReply>, Status> {
-        let parts = self.parts.get()?;
-        let r = req.into_inner();
-        if r.target != parts.pipelines.node_id {
-            return Err(to_status(DnError::invalid(format!(
-                "push for datanode {} reached datanode {}",
-                r.target, parts.pipelines.node_id
-            ))));
-        }
-        let block = block_id_from(r.block_id, "block_id").map_err(to_status)?;
-        let chunk = chunk_from(r.chunk, "chunk").map_err(to_status)?;
-        let p = parts.pipelines.get(r.pipeline_id).map_err(to_status)?;
-        let (store, pid, data) = (parts.store.clone(), p.id, r.data);
-        blocking(move || store.write_chunk(pid, block, &chunk, &data)).await?;
+        let node = node(&self.node)?;
+        push_chunk(&node, req.into_inner()).await?;
         Ok(Response::new(pb::PushChunkReply {}))
     }
 
@@ -40,20 +33,37 @@ impl PipelineData for PeerService {
         &self,
         req: Request<pb::PullChunkRequest>,
     ) -> Result<Response<pb::PullChunkReply>, Status> {
-        let parts = self.parts.get()?;
-        let r = req.into_inner();
-        let block = block_id_from(r.block_id, "block_id").map_err(to_status)?;
-        let c = r
-            .chunk
-            .ok_or_else(|| to_status(DnError::invalid("chunk is missing")))?;
-        if c.len == 0 || c.len > crate::clients::MAX_MESSAGE as u64 / 2 {
-            return Err(to_status(DnError::invalid(format!(
-                "chunk.len {} is out of bounds",
-                c.len
-            ))));
-        }
-        let store = parts.store.clone();
-        let data = blocking(move || store.read_raw(block, c.offset, c.len)).await?;
-        Ok(Response::new(pb::PullChunkReply { data }))
+        let node = node(&self.node)?;
+        Ok(Response::new(pull_chunk(&node, req.into_inner()).await?))
     }
+}
+
+async fn push_chunk(node: &Node, r: pb::PushChunkRequest) -> Result<(), DnError> {
+    let me = node.pipelines.node_id;
+    if r.target != me {
+        return Err(DnError::invalid(format!(
+            "push for datanode {} reached datanode {me}",
+            r.target
+        )));
+    }
+    let block = BlockId::from_field(r.block_id, "block_id")?;
+    let chunk = chunk_from(r.chunk, "chunk")?;
+    let p = node.pipelines.get(r.pipeline_id)?;
+    p.accept_push(block, chunk, r.data).await
+}
+
+async fn pull_chunk(node: &Node, r: pb::PullChunkRequest) -> Result<pb::PullChunkReply, DnError> {
+    let block = BlockId::from_field(r.block_id, "block_id")?;
+    let c = r
+        .chunk
+        .ok_or_else(|| DnError::invalid("chunk is missing"))?;
+    if c.len == 0 || c.len > MAX_MESSAGE as u64 / 2 {
+        return Err(DnError::invalid(format!(
+            "chunk.len {} is out of bounds",
+            c.len
+        )));
+    }
+    let store = node.store.clone();
+    let data = blocking(move || store.read_raw(block, c.offset, c.len)).await?;
+    Ok(pb::PullChunkReply { data })
 }

@@ -5,9 +5,10 @@
 use std::path::Path;
 
 use rozone_kv::rocksdb::WriteBatch;
+use rozone_types::codes::DnCode;
 
 use super::{lock, volume, ContainerStore};
-use crate::error::{Code, DnError};
+use crate::error::DnError;
 use crate::types::{BlockData, ContainerState, Descriptor};
 
 impl ContainerStore {
@@ -17,7 +18,7 @@ impl ContainerStore {
         let (vi, d) = self.live(cid)?;
         if !force && d.block_count > 0 {
             return Err(DnError::new(
-                Code::ContainerNotEmpty,
+                DnCode::ContainerNotEmpty,
                 format!(
                     "container {cid} holds {} blocks; delete with force",
                     d.block_count
@@ -26,7 +27,7 @@ impl ContainerStore {
         }
         if !force && d.state == ContainerState::Open {
             return Err(DnError::new(
-                Code::ClosedContainerIo,
+                DnCode::ClosedContainerIo,
                 format!("container {cid} is OPEN; delete with force"),
             ));
         }
@@ -63,7 +64,7 @@ impl ContainerStore {
         let mut batch = WriteBatch::default();
         let mut removed = Vec::new();
         for &lid in local_ids {
-            let id = crate::types::BlockId {
+            let id = rozone_types::BlockId {
                 container_id: cid,
                 local_id: lid,
             };

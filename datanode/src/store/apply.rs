@@ -5,10 +5,12 @@
 //! and are skipped, so a replay after a crash changes nothing.
 
 use rozone_kv::rocksdb::WriteBatch;
+use rozone_types::codes::DnCode;
+use rozone_types::BlockId;
 
 use super::{lock, ContainerStore};
-use crate::error::{Code, DnError};
-use crate::types::{BlockData, BlockId, ChunkInfo, ContainerState, Descriptor};
+use crate::error::DnError;
+use crate::types::{BlockData, ChunkInfo, ContainerState, Descriptor};
 
 /// What applying an entry did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +42,7 @@ impl ContainerStore {
         }
         if d.state == ContainerState::Unhealthy {
             return Err(DnError::new(
-                Code::ContainerUnhealthy,
+                DnCode::ContainerUnhealthy,
                 format!("container {cid} is UNHEALTHY"),
             ));
         }
@@ -50,7 +52,7 @@ impl ContainerStore {
     fn require_open(d: &Descriptor) -> Result<(), DnError> {
         if d.state != ContainerState::Open {
             return Err(DnError::new(
-                Code::ClosedContainerIo,
+                DnCode::ClosedContainerIo,
                 format!("container {} is {:?}: no more writes", d.id, d.state),
             ));
         }
@@ -69,7 +71,7 @@ impl ContainerStore {
             chunk.end()
         );
         self.mark_unhealthy(block.container_id, &why)?;
-        Err(DnError::new(Code::ChecksumMismatch, why))
+        Err(DnError::new(DnCode::ChecksumMismatch, why))
     }
 
     /// Commits a written chunk (WriteChunk and StreamInit entries).

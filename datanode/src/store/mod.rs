@@ -21,9 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use rozone_kv::rocksdb::WriteBatch;
+use rozone_types::BlockId;
 
 use crate::error::DnError;
-use crate::types::{BlockData, BlockId, ContainerState, Descriptor};
+use crate::types::{BlockData, ContainerState, Descriptor};
 pub use volume::Volume;
 
 /// A (block, offset, len, first checksum) the write stage stored in this process.
@@ -46,6 +47,16 @@ pub struct ContainerStore {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs blocking store work (file and database I/O) off the async workers; a worker that
+/// dies is [`DnError::worker`].
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, DnError> + Send + 'static,
+) -> Result<T, DnError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(DnError::worker)?
 }
 
 impl ContainerStore {
@@ -271,7 +282,7 @@ pub fn container_checksum(blocks: &[BlockData]) -> String {
                 buf.extend_from_slice(&v.to_be_bytes());
             }
         }
-        crc = crate::checksum::crc32c_append(crc, &buf);
+        crc = rozone_types::checksum::crc32c_append(crc, &buf);
     }
     format!("{crc:08x}-{}", blocks.len())
 }

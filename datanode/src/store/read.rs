@@ -3,16 +3,19 @@
 
 use std::os::unix::fs::FileExt;
 
+use rozone_types::codes::DnCode;
+use rozone_types::BlockId;
+
 use super::ContainerStore;
-use crate::error::{Code, DnError};
-use crate::types::{BlockData, BlockId, ContainerState};
+use crate::error::DnError;
+use crate::types::{BlockData, ContainerState};
 
 /// Bytes of one stored chunk, widened to whole checksum windows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
     pub offset: u64,
     pub data: Vec<u8>,
-    pub checksum: crate::checksum::ChecksumData,
+    pub checksum: rozone_types::checksum::ChecksumData,
 }
 
 impl ContainerStore {
@@ -20,7 +23,7 @@ impl ContainerStore {
         let (vi, d) = self.live(cid)?;
         if d.state == ContainerState::Unhealthy {
             return Err(DnError::new(
-                Code::ContainerUnhealthy,
+                DnCode::ContainerUnhealthy,
                 format!("container {cid} is UNHEALTHY on this datanode; read another replica"),
             ));
         }
@@ -32,7 +35,7 @@ impl ContainerStore {
         let vi = self.readable(id.container_id)?;
         self.volumes[vi]
             .get_block(id)?
-            .ok_or_else(|| DnError::new(Code::NoSuchBlock, format!("no committed block {id}")))
+            .ok_or_else(|| DnError::new(DnCode::NoSuchBlock, format!("no committed block {id}")))
     }
 
     /// Committed blocks from `start`, at most `count`.
@@ -57,7 +60,7 @@ impl ContainerStore {
         let end = offset.saturating_add(len);
         if offset >= b.length || end > b.length || len == 0 {
             return Err(DnError::new(
-                Code::OutOfRange,
+                DnCode::OutOfRange,
                 format!(
                     "block {id} has {} committed bytes; [{offset}, {end}) is past the end",
                     b.length
@@ -68,7 +71,7 @@ impl ContainerStore {
         let f = std::fs::File::open(&path).map_err(|e| {
             let why = format!("{}: {e}", path.display());
             let _ = self.mark_unhealthy(id.container_id, &why);
-            DnError::new(Code::ContainerUnhealthy, why)
+            DnError::new(DnCode::ContainerUnhealthy, why)
         })?;
         let mut out = Vec::new();
         for c in b
@@ -87,7 +90,7 @@ impl ContainerStore {
             if let Err(why) = res {
                 let why = format!("block {id} at offset {}: {why}", c.offset + s);
                 let _ = self.mark_unhealthy(id.container_id, &why);
-                return Err(DnError::new(Code::ChecksumMismatch, why));
+                return Err(DnError::new(DnCode::ChecksumMismatch, why));
             }
             out.push(Segment {
                 offset: c.offset + s,

@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use rozone_kv::rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use rozone_kv::{cf, key_u64, u64_key, DbTuning};
+use rozone_types::BlockId;
 
 use crate::error::DnError;
-use crate::types::{BlockData, BlockId, ChunkInfo, Descriptor};
+use crate::types::{BlockData, ChunkInfo, Descriptor};
 
 const CF_CONTAINERS: &str = "containers";
 const CF_BLOCKS: &str = "blocks";

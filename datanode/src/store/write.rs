@@ -7,10 +7,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rozone_kv::rocksdb::WriteBatch;
+use rozone_types::codes::DnCode;
+use rozone_types::BlockId;
 
 use super::{lock, ContainerStore};
-use crate::error::{Code, DnError};
-use crate::types::{BlockId, ChunkInfo, ContainerState, Descriptor};
+use crate::error::DnError;
+use crate::types::{ChunkInfo, ContainerState, Descriptor};
 
 impl ContainerStore {
     /// The volume a write for `cid` goes to: the container's, or the one with most room
@@ -29,7 +31,7 @@ impl ContainerStore {
             .map(|(i, _)| i)
             .ok_or_else(|| {
                 DnError::new(
-                    Code::DiskFull,
+                    DnCode::DiskFull,
                     format!("no data directory has {need} bytes free for container {cid}"),
                 )
             })
@@ -42,7 +44,7 @@ impl ContainerStore {
             .enumerate()
             .max_by_key(|(_, v)| v.space().2)
             .map(|(i, _)| i)
-            .ok_or_else(|| DnError::new(Code::DiskFull, "no data directory"))
+            .ok_or_else(|| DnError::new(DnCode::DiskFull, "no data directory"))
     }
 
     /// Returns the OPEN container's volume, creating the container when it never existed
@@ -197,11 +199,11 @@ impl ContainerStore {
         let (vi, _) = self.live(block.container_id)?;
         let path = self.volumes[vi].block_file(block);
         let f = std::fs::File::open(&path)
-            .map_err(|e| DnError::new(Code::NoSuchBlock, format!("block {block}: {e}")))?;
+            .map_err(|e| DnError::new(DnCode::NoSuchBlock, format!("block {block}: {e}")))?;
         let mut buf = vec![0u8; len as usize];
         f.read_exact_at(&mut buf, offset).map_err(|e| {
             DnError::new(
-                Code::OutOfRange,
+                DnCode::OutOfRange,
                 format!(
                     "block {block}: bytes [{offset}, {}) not present: {e}",
                     offset + len
@@ -246,7 +248,7 @@ fn first(c: &ChunkInfo) -> u32 {
 pub fn verify(block: BlockId, chunk: &ChunkInfo, data: &[u8]) -> Result<(), DnError> {
     chunk.checksum.verify(data).map_err(|m| {
         DnError::new(
-            Code::ChecksumMismatch,
+            DnCode::ChecksumMismatch,
             format!(
                 "block {block}, chunk at offset {}: byte {} of the chunk: {}",
                 chunk.offset, m.at, m.reason
@@ -260,11 +262,11 @@ fn check_writable(d: &Descriptor) -> Result<(), DnError> {
         ContainerState::Open => Ok(()),
         ContainerState::Deleted => Err(DnError::container_not_found(d.id)),
         ContainerState::Unhealthy => Err(DnError::new(
-            Code::ContainerUnhealthy,
+            DnCode::ContainerUnhealthy,
             format!("container {} is UNHEALTHY", d.id),
         )),
         s => Err(DnError::new(
-            Code::ClosedContainerIo,
+            DnCode::ClosedContainerIo,
             format!("container {} is {s:?}: no more writes", d.id),
         )),
     }

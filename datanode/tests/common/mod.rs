@@ -9,13 +9,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rozone_datanode::checksum::{ChecksumData, ChecksumType};
-use rozone_datanode::error::{result_code, Code};
 use rozone_datanode::{Config, Datanode};
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::container_client::ContainerClient;
 use rozone_proto::scm as spb;
 use rozone_proto::scm::scm_datanode_server::{ScmDatanode, ScmDatanodeServer};
+use rozone_types::checksum::{ChecksumData, ChecksumType};
+use rozone_types::codes::{dn_result, DnCode};
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
 
@@ -380,8 +380,8 @@ pub fn chunk(offset: u64, data: &[u8]) -> pb::ChunkInfo {
     }
 }
 
-pub fn code(s: &Status) -> Option<Code> {
-    result_code(s)
+pub fn code(s: &Status) -> Option<DnCode> {
+    dn_result(s)
 }
 
 /// Deterministic test bytes.

@@ -1,9 +1,11 @@
-//! The follower's write stage, run before entries are appended to this member's log: for
-//! every entry that commits chunk bytes this member does not hold yet (the leader's push
-//! did not reach it, or it was down), pull the bytes from another member, verify them and
-//! store them. So an entry is in a member's log only after its write stage ran there, and a
-//! restarted follower catches up without chunk bytes ever entering the log. Entries
-//! replayed from the local log at restart never pass here: replay only applies.
+//! The follower's write stage: chunk bytes are stored on this member before the entry that
+//! commits them is appended to its log. Usually the leader pushed them
+//! ([`Pipeline::accept_push`]); for every entry whose bytes are still missing (the push did
+//! not reach this member, or it was down) [`WriteStageHook`] pulls them from another member
+//! before the append, verifies and stores them. So an entry is in a member's log only after
+//! its write stage ran there, and a restarted follower catches up without chunk bytes ever
+//! entering the log. Entries replayed from the local log at restart never pass here: replay
+//! only applies. The leader's side is [`super::leader`].
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,18 +15,36 @@ use futures::FutureExt;
 use rozone_proto::datanode as pb;
 use rozone_raft::AppendHook;
 
+use rozone_types::checksum::StreamSummer;
+use rozone_types::codes::DnCode;
+use rozone_types::BlockId;
+
 use super::logic::PipelineRequest;
-use super::Member;
-use crate::checksum::StreamSummer;
+use super::Pipeline;
 use crate::clients::Clients;
-use crate::error::{Code, DnError};
-use crate::store::ContainerStore;
-use crate::types::{BlockId, ChunkInfo};
+use crate::error::DnError;
+use crate::store::{blocking, ContainerStore};
+use crate::types::{ChunkInfo, Member};
 
 /// Pull piece size for streamed blocks.
 const PIECE: u64 = 4 << 20;
 const ATTEMPTS: usize = 3;
 
+impl Pipeline {
+    /// Takes chunk bytes the leader pushed: stored as on the leader, so the entry that
+    /// commits them finds them here.
+    pub async fn accept_push(
+        &self,
+        block: BlockId,
+        chunk: ChunkInfo,
+        data: Vec<u8>,
+    ) -> Result<(), DnError> {
+        let (store, pid) = (self.store.clone(), self.id);
+        blocking(move || store.write_chunk(pid, block, &chunk, &data)).await
+    }
+}
+
+/// Pulls the bytes of appended entries this member does not hold.
 pub struct WriteStageHook {
     pub pipeline_id: u64,
     pub node_id: u64,
@@ -77,7 +97,10 @@ impl WriteStageHook {
                     Ok(()) => return Ok(()),
                     // A tombstone or closed container here: nothing to fetch, apply decides.
                     Err(e)
-                        if matches!(e.code, Code::ContainerNotFound | Code::ClosedContainerIo) =>
+                        if matches!(
+                            e.code,
+                            DnCode::ContainerNotFound | DnCode::ClosedContainerIo
+                        ) =>
                     {
                         return Err(e)
                     }
@@ -157,7 +180,7 @@ impl WriteStageHook {
         }
         if sum.finish() != chunk.checksum {
             return Err(DnError::new(
-                Code::ChecksumMismatch,
+                DnCode::ChecksumMismatch,
                 format!("pulled stream of block {block} does not match its checksums"),
             ));
         }
