@@ -110,11 +110,13 @@ cleanup() {
 }
 stop_etcd() {
     local p
-    for p in "${etcd_pids[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${etcd_pids[@]}"; do wait "$p" 2>/dev/null; done
+    for p in "${etcd_pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    # A member killed by the signal exits non-zero: not a failure here.
+    for p in "${etcd_pids[@]}"; do wait "$p" 2>/dev/null || true; done
     etcd_pids=()
 }
 trap cleanup EXIT
+trap 'echo "bench-vs-etcd: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
 trap 'exit 130' INT TERM
 
 fstype=$(stat -f -c %T "$work")
