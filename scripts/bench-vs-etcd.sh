@@ -3,8 +3,8 @@
 # one markdown table with rozone, the reference and their ratio per row (BENCHMARKS.md is
 # made from it).
 #
-#   scripts/bench-vs-etcd.sh                 3 runs per row, medians (~25 minutes)
-#   scripts/bench-vs-etcd.sh --quick         1 run, short durations: a smoke run (~5 minutes)
+#   scripts/bench-vs-etcd.sh                 3 runs per row, medians (~10 minutes after the build)
+#   scripts/bench-vs-etcd.sh --quick         1 run, short durations: a smoke run (~2 minutes)
 #   options: --runs N (default 3)  --duration D (seconds per timed run, default 10)
 #            --json (one JSON object instead of the table)  --keep (keep the work dir)
 #            --no-build (use the release binaries as they are)
