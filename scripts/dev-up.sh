@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts a local HA cluster (3 SCM, 3 OM, 3 datanodes) on loopback: the README's first
 # quick-start command. On a fresh Debian machine it installs the build dependencies when
-# missing (as scripts/test.sh does), builds every binary with the same profile and target
-# dir as the tests, then runs `rozone dev up` with the arguments given here.
+# missing (as scripts/test.sh does), builds the release binaries (the profile users run;
+# RocksDB's C++ comes from the same ccache as the tests' build), then runs `rozone dev up`
+# with the arguments given here.
 #
 #   scripts/dev-up.sh                          foreground; Ctrl-C stops the cluster
 #   scripts/dev-up.sh --detach --dir /tmp/rz   background; stop: rozone dev down --dir /tmp/rz
@@ -33,5 +34,5 @@ if command -v ccache >/dev/null 2>&1; then
     export CC="ccache gcc" CXX="ccache g++"
 fi
 
-cargo build --workspace --bins
-exec "$CARGO_TARGET_DIR/debug/rozone" dev up "$@"
+cargo build --release --workspace --bins
+exec "$CARGO_TARGET_DIR/release/rozone" dev up "$@"

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the rozone image (the three daemons and the `rozone` CLI) from binaries already
-# built on this machine.
+# built on this machine: the release profile (cargo build --release --workspace --bins),
+# stripped (any binary given with --bin-dir is stripped on its way into the image).
 #
 #   deploy/docker/build-image.sh                       FROM scratch, no registry needed (default)
 #   deploy/docker/build-image.sh --base debian:bookworm-slim
 #                                                      Dockerfile on a base image (pulled, or local)
-#   options: --tag rozone:dev   --bin-dir DIR (default $CARGO_TARGET_DIR/debug)
+#   options: --tag rozone:dev   --bin-dir DIR (default $CARGO_TARGET_DIR/release)
 #            --busybox PATH (a statically linked busybox; default /bin/busybox)
 #
 # The scratch image is assembled from files on this machine only: the binaries, the shared
@@ -18,7 +19,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tag=rozone:dev
 base=scratch
-bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/debug
+bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/release
 busybox=${BUSYBOX:-}
 bins=(rozone rozone-scm rozone-om rozone-datanode)
 
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --base) base=${2:?--base needs an image}; shift 2 ;;
     --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift 2 ;;
     --busybox) busybox=${2:?--busybox needs a path}; shift 2 ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
     esac
 done
@@ -44,11 +45,15 @@ for b in "${bins[@]}"; do
 done
 if [ ${#missing[@]} -gt 0 ]; then
     how="cargo build --workspace --bins"
-    case $bin_dir in */debug) how="CARGO_TARGET_DIR=${bin_dir%/debug} $how" ;; esac
+    case $bin_dir in
+    */release) how="CARGO_TARGET_DIR=${bin_dir%/release} cargo build --release --workspace --bins" ;;
+    */debug) how="CARGO_TARGET_DIR=${bin_dir%/debug} $how" ;;
+    esac
     die "missing binaries: ${missing[*]}
 build them first:  $how
 (or point --bin-dir at the directory that holds ${bins[*]})"
 fi
+command -v strip >/dev/null || die "strip is not installed (apt-get install binutils)"
 command -v docker >/dev/null || die "docker is not installed"
 docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info failed)"
 # Without the buildx plugin, BuildKit cannot run: use the classic builder, which needs
@@ -85,7 +90,7 @@ assemble_rootfs() {
     local root=$ctx/rootfs lib
     mkdir -p "$root/usr/local/bin" "$root/bin" "$root/etc/rozone" "$root/tmp" "$ctx/data"
     for b in "${bins[@]}"; do
-        cp "$bin_dir/$b" "$root/usr/local/bin/"
+        strip -o "$root/usr/local/bin/$b" "$bin_dir/$b"
         for lib in $(shared_libs "$bin_dir/$b"); do
             [ -e "$root$lib" ] || copy_into "$lib" "$root"
         done
@@ -135,7 +140,7 @@ if [ "$base" = scratch ]; then
     echo "build-image: $tag FROM scratch ($(du -sh "$ctx/rootfs" | cut -f1) root filesystem)"
 else
     mkdir -p "$ctx/bin"
-    for b in "${bins[@]}"; do cp "$bin_dir/$b" "$ctx/bin/"; done
+    for b in "${bins[@]}"; do strip -o "$ctx/bin/$b" "$bin_dir/$b"; done
     cp "$here/Dockerfile" "$ctx/Dockerfile"
     echo "build-image: $tag FROM $base"
 fi

@@ -2,7 +2,8 @@
 # The compose test: the three-node cluster of deploy/docker/compose.yaml in Docker, built
 # offline, through a fault and back, and the OM bootstrap checks.
 #
-#   1. builds the binaries (cargo, a no-op when up to date) and the image FROM scratch;
+#   1. builds the release binaries (cargo build --release: the image ships what users run;
+#      a no-op when up to date) and the image FROM scratch;
 #   2. `compose up -d` (with the spare datanode dn4) under a project name of its own, waits
 #      until every daemon is healthy;
 #   3. puts keys and gets them back byte-identical through the CLI in the client container;
@@ -16,7 +17,8 @@
 #
 #   deploy/docker/test-compose.sh              the whole test
 #   deploy/docker/test-compose.sh --scm-only   steps 1-2 and a restart for the SCM ring only
-#   options: --no-build (use the image as it is), --keep (leave the cluster up on failure)
+#   options: --no-build (use the image as it is), --keep (leave the cluster up on failure),
+#            --dev-binaries (image of the dev-profile binaries the tests built: no release build)
 #
 # Prints `SKIPPED: <reason>` and exits 0 where no Docker engine runs; exits non-zero with a
 # `test-compose: FAILED: ...` line on any failure.
@@ -25,13 +27,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 image=${ROZONE_IMAGE:-rozone:dev}
-scm_only=false build=true keep=false
+scm_only=false build=true keep=false profile=release
 for arg in "$@"; do
     case $arg in
     --scm-only) scm_only=true ;;
     --no-build) build=false ;;
     --keep) keep=true ;;
-    -h | --help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --dev-binaries) profile=dev ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "test-compose: unknown argument $arg" >&2; exit 2 ;;
     esac
 done
@@ -194,12 +197,16 @@ leader_service() {
 # 1. Image, offline
 
 if $build; then
-    step "build binaries and the image $image (FROM scratch, no registry)"
-    if command -v cargo >/dev/null 2>&1; then
-        export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}
-        (cd "$root" && cargo build --workspace --bins --quiet) || fail "cargo build --workspace --bins"
+    step "build $profile binaries and the image $image (FROM scratch, no registry)"
+    export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}
+    cargo_args=(build --workspace --bins --quiet) bin_dir=$CARGO_TARGET_DIR/debug
+    if [ "$profile" = release ]; then
+        cargo_args+=(--release) bin_dir=$CARGO_TARGET_DIR/release
     fi
-    "$here/build-image.sh" --tag "$image" || fail "build-image.sh could not build $image"
+    if command -v cargo >/dev/null 2>&1; then
+        (cd "$root" && cargo "${cargo_args[@]}") || fail "cargo ${cargo_args[*]}"
+    fi
+    "$here/build-image.sh" --tag "$image" --bin-dir "$bin_dir" || fail "build-image.sh could not build $image"
     pass "image $image built offline from files on this machine"
 fi
 docker image inspect "$image" >/dev/null 2>&1 || fail "no image $image (run deploy/docker/build-image.sh)"

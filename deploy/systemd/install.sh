@@ -2,7 +2,8 @@
 # Installs rozone for systemd on this host: the rozone system user, the binaries, example
 # configs, the unit files, then `systemctl daemon-reload`. Starts nothing. See docs/deploy.md.
 #
-#   sudo deploy/systemd/install.sh                     binaries from $CARGO_TARGET_DIR/debug
+#   sudo deploy/systemd/install.sh                     release binaries from $CARGO_TARGET_DIR/release
+#                                                      (cargo build --release --workspace --bins)
 #   sudo deploy/systemd/install.sh --bin-dir DIR       binaries from DIR
 #   deploy/systemd/install.sh --root /tmp/stage        into a staging tree (packaging, tests):
 #                                                      no user created, no daemon-reload
@@ -13,7 +14,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/debug
+bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/release
 root=
 daemons=(scm om datanode)
 bins=(rozone rozone-scm rozone-om rozone-datanode)
@@ -27,14 +28,16 @@ while [ $# -gt 0 ]; do
     case $1 in
     --bin-dir) bin_dir=${2:?--bin-dir needs a directory}; shift 2 ;;
     --root) root=${2:?--root needs a directory}; shift 2 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
     esac
 done
+strip_opt=()
+command -v strip >/dev/null && strip_opt=(--strip)
 [ -n "$root" ] || [ "$(id -u)" -eq 0 ] || die "run as root (or with --root DIR to stage the files)"
 for b in "${bins[@]}"; do
     [ -x "$bin_dir/$b" ] ||
-        die "missing $bin_dir/$b: build with  cargo build --workspace --bins  (or pass --bin-dir)"
+        die "missing $bin_dir/$b: build with  cargo build --release --workspace --bins  (or pass --bin-dir)"
 done
 
 if [ -z "$root" ]; then
@@ -52,7 +55,8 @@ install -d -m 0755 "$root/usr/local/bin" "$root/etc/systemd/system" \
     "$root/usr/local/share/doc/rozone/config"
 install -d -m 0750 "$root/etc/rozone"
 for b in "${bins[@]}"; do
-    install -m 0755 "$bin_dir/$b" "$root/usr/local/bin/$b"
+    # Stripped: the release profile already strips; binaries from elsewhere may not be.
+    install -m 0755 "${strip_opt[@]}" "$bin_dir/$b" "$root/usr/local/bin/$b"
 done
 for d in "${daemons[@]}"; do
     install -m 0644 "$here/rozone-$d.service" "$root/etc/systemd/system/rozone-$d.service"

@@ -1,6 +1,7 @@
 //! `rozone bench ...`: load generators in the spirit of Ozone's freon. Each runs N
 //! concurrent clients for a count of operations or a duration and prints count, errors,
-//! ops/s, MB/s and latency percentiles (`--json`: one object, stable field names).
+//! ops/s, MB/s and latency percentiles as a table (`--json`: one object, stable field
+//! names). While it runs, a progress line on stderr (terminal, or `--progress`).
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -16,7 +17,8 @@ use rozone_client::Client;
 use serde::Serialize;
 
 use crate::cluster::ClusterArgs;
-use crate::output::fields;
+use crate::output::table;
+use crate::progress::{BenchCounters, BenchProgress};
 
 #[derive(Debug, Args, Clone)]
 pub struct Load {
@@ -38,6 +40,10 @@ pub struct Load {
     /// Key names are PREFIX-<run>-<n>.
     #[arg(long, default_value = "k")]
     prefix: String,
+    /// Show the progress line on stderr even when it is not a terminal (one line per
+    /// update, about twice a second).
+    #[arg(long)]
+    progress: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,16 +121,17 @@ where
 {
     let op = Arc::new(op);
     let next = Arc::new(AtomicU64::new(0));
-    let errors = Arc::new(AtomicU64::new(0));
+    let counters = Arc::new(BenchCounters::default());
     let first_error = Arc::new(Mutex::new(None::<String>));
+    let progress = BenchProgress::start(name, counters.clone(), load.progress);
     let started = Instant::now();
     let end = started + load.duration;
     let mut tasks = Vec::new();
     for _ in 0..load.concurrency.max(1) {
-        let (op, next, errors, first_error, count) = (
+        let (op, next, counters, first_error, count) = (
             op.clone(),
             next.clone(),
-            errors.clone(),
+            counters.clone(),
             first_error.clone(),
             load.count,
         );
@@ -140,9 +147,10 @@ where
                 match op(i).await {
                     Ok(()) => {
                         let _ = h.record(t.elapsed().as_micros().max(1) as u64);
+                        counters.ops.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => {
-                        errors.fetch_add(1, Ordering::Relaxed);
+                        counters.errors.fetch_add(1, Ordering::Relaxed);
                         first_error
                             .lock()
                             .unwrap_or_else(|e| e.into_inner())
@@ -158,6 +166,7 @@ where
         all.add(t.await?)?;
     }
     let secs = started.elapsed().as_secs_f64();
+    progress.finish().await;
     let ok = all.len();
     let ms = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
     let first_error = first_error
@@ -168,7 +177,7 @@ where
         bench: name.to_string(),
         concurrency: load.concurrency,
         count: ok,
-        errors: errors.load(Ordering::Relaxed),
+        errors: counters.errors.load(Ordering::Relaxed),
         seconds: secs,
         ops_per_sec: ok as f64 / secs,
         mib_per_sec: (ok * bytes_per_op) as f64 / secs / (1 << 20) as f64,
@@ -311,21 +320,7 @@ pub async fn run(
     if as_json {
         crate::output::json(&report)?;
     } else {
-        fields(&[
-            ("bench", report.bench.clone()),
-            ("concurrency", report.concurrency.to_string()),
-            ("count", report.count.to_string()),
-            ("errors", report.errors.to_string()),
-            ("seconds", format!("{:.2}", report.seconds)),
-            ("ops/s", format!("{:.1}", report.ops_per_sec)),
-            ("MiB/s", format!("{:.1}", report.mib_per_sec)),
-            ("latency p50", format!("{:.2} ms", report.p50_ms)),
-            ("latency p99", format!("{:.2} ms", report.p99_ms)),
-            ("latency p999", format!("{:.2} ms", report.p999_ms)),
-        ]);
-        if let Some(e) = &report.first_error {
-            println!("first error: {e}");
-        }
+        print_table(&report);
     }
     Ok(if report.errors > 0 && report.count == 0 {
         ExitCode::FAILURE
@@ -334,9 +329,85 @@ pub async fn run(
     })
 }
 
+/// The end-of-run table on stdout: one row, the same numbers as `--json`.
+fn print_table(r: &Report) {
+    table(
+        &[
+            "bench", "clients", "ops", "errors", "seconds", "ops/s", "MiB/s", "p50 ms", "p99 ms",
+            "p999 ms", "max ms",
+        ],
+        &[table_row(r)],
+    );
+    if let Some(e) = &r.first_error {
+        println!("first error: {e}");
+    }
+}
+
+fn table_row(r: &Report) -> Vec<String> {
+    vec![
+        r.bench.clone(),
+        r.concurrency.to_string(),
+        r.count.to_string(),
+        r.errors.to_string(),
+        format!("{:.2}", r.seconds),
+        format!("{:.1}", r.ops_per_sec),
+        format!("{:.1}", r.mib_per_sec),
+        format!("{:.2}", r.p50_ms),
+        format!("{:.2}", r.p99_ms),
+        format!("{:.2}", r.p999_ms),
+        format!("{:.2}", r.max_ms),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{parse_size, table_row, Report};
+
+    /// `--json`'s shape is a contract with scripts (scripts/bench-vs-etcd.sh): these field
+    /// names, nothing more or less.
+    #[test]
+    fn json_report_keeps_its_field_names() {
+        let r = Report {
+            bench: "om-keys".into(),
+            concurrency: 16,
+            count: 100,
+            errors: 1,
+            seconds: 2.0,
+            ops_per_sec: 50.0,
+            mib_per_sec: 0.0,
+            bytes_per_op: 0,
+            p50_ms: 1.5,
+            p99_ms: 3.0,
+            p999_ms: 4.0,
+            max_ms: 5.0,
+            first_error: Some("x".into()),
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want = vec![
+            "bench",
+            "concurrency",
+            "count",
+            "errors",
+            "seconds",
+            "ops_per_sec",
+            "mib_per_sec",
+            "bytes_per_op",
+            "p50_ms",
+            "p99_ms",
+            "p999_ms",
+            "max_ms",
+            "first_error",
+        ];
+        want.sort_unstable();
+        let mut got = keys.clone();
+        got.sort_unstable();
+        assert_eq!(got, want);
+        let row = table_row(&r);
+        assert_eq!(row[0], "om-keys");
+        assert_eq!(row[5], "50.0");
+        assert_eq!(row[7], "1.50");
+    }
 
     #[test]
     fn sizes_parse_with_units() {

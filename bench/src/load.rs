@@ -1,0 +1,178 @@
+//! A closed-loop load driver: N clients each run one operation after another for a
+//! duration; latencies go into an HDR histogram (1 µs to 10 min, 3 significant digits),
+//! and the report carries the same fields and units as `rozone bench --json`.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// What a run measured (field names and units as in `rozone bench --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub bench: String,
+    pub concurrency: usize,
+    /// Operations that succeeded.
+    pub count: u64,
+    pub errors: u64,
+    pub seconds: f64,
+    pub ops_per_sec: f64,
+    pub mib_per_sec: f64,
+    pub bytes_per_op: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    pub first_error: Option<String>,
+}
+
+/// Latencies are recorded in microseconds up to ten minutes.
+const MAX_MICROS: u64 = 600_000_000;
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("histogram bounds are valid")
+}
+
+/// Runs `op(i)` from `clients` tasks until `duration` has passed; `i` counts operations
+/// across all clients from 0. An error is counted (the first one kept) and the client goes
+/// on with its next operation.
+pub async fn drive<F, Fut, E>(
+    name: &str,
+    clients: usize,
+    duration: Duration,
+    bytes_per_op: u64,
+    op: F,
+) -> anyhow::Result<Report>
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send,
+    E: std::fmt::Display,
+{
+    let clients = clients.max(1);
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let first_error = Arc::new(Mutex::new(None::<String>));
+    let started = Instant::now();
+    let end = started + duration;
+    let mut tasks = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let (op, next, errors, first_error) = (
+            op.clone(),
+            next.clone(),
+            errors.clone(),
+            first_error.clone(),
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut h = histogram();
+            while Instant::now() < end {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let t = Instant::now();
+                match op(i).await {
+                    Ok(()) => {
+                        let micros = u64::try_from(t.elapsed().as_micros()).unwrap_or(MAX_MICROS);
+                        h.saturating_record(micros.max(1));
+                    }
+                    Err(e) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        first_error
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+            h
+        }));
+    }
+    let mut all = histogram();
+    for t in tasks {
+        all.add(t.await?)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let first_error = first_error
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    Ok(report(
+        name,
+        clients,
+        &all,
+        errors.load(Ordering::Relaxed),
+        seconds,
+        bytes_per_op,
+        first_error,
+    ))
+}
+
+/// The report of `hist` (microseconds) over `seconds`.
+pub fn report(
+    name: &str,
+    clients: usize,
+    hist: &Histogram<u64>,
+    errors: u64,
+    seconds: f64,
+    bytes_per_op: u64,
+    first_error: Option<String>,
+) -> Report {
+    let count = hist.len();
+    let secs = seconds.max(1e-9);
+    let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1000.0;
+    Report {
+        bench: name.to_string(),
+        concurrency: clients,
+        count,
+        errors,
+        seconds,
+        ops_per_sec: count as f64 / secs,
+        mib_per_sec: count.saturating_mul(bytes_per_op) as f64 / secs / (1u64 << 20) as f64,
+        bytes_per_op,
+        p50_ms: ms(0.5),
+        p99_ms: ms(0.99),
+        p999_ms: ms(0.999),
+        max_ms: hist.max() as f64 / 1000.0,
+        first_error,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_gives_rates_and_percentiles_in_milliseconds() {
+        let mut h = histogram();
+        for _ in 0..99 {
+            h.record(1_000).unwrap();
+        }
+        h.record(50_000).unwrap();
+        let r = report("put", 4, &h, 2, 2.0, 1 << 20, Some("boom".into()));
+        assert_eq!(r.count, 100);
+        assert_eq!(r.errors, 2);
+        assert!((r.ops_per_sec - 50.0).abs() < 1e-9);
+        assert!((r.mib_per_sec - 50.0).abs() < 1e-9);
+        assert!((r.p50_ms - 1.0).abs() < 0.01, "p50 {}", r.p50_ms);
+        assert!((r.p999_ms - 50.0).abs() < 0.1, "p999 {}", r.p999_ms);
+        assert!((r.max_ms - 50.0).abs() < 0.1);
+    }
+
+    #[tokio::test]
+    async fn drive_counts_successes_and_errors_separately() {
+        let r = drive("t", 2, Duration::from_millis(50), 0, |i| async move {
+            tokio::task::yield_now().await;
+            if i % 2 == 0 {
+                Ok(())
+            } else {
+                Err("odd")
+            }
+        })
+        .await
+        .unwrap();
+        assert!(r.count > 0 && r.errors > 0);
+        assert_eq!(r.first_error.as_deref(), Some("odd"));
+        assert_eq!(r.concurrency, 2);
+    }
+}
