@@ -30,7 +30,7 @@ pub enum OmError {
     /// A LOCAL_LEASE read this follower may not serve: retry on another OM.
     #[error("LOCAL_LEASE read refused: {reason}")]
     LeaseRefused {
-        reason: crate::lease::Refused,
+        reason: rozone_raft::gate::Refused,
         leader_client_addr: Option<String>,
     },
     #[error("SCM: {0}")]
@@ -97,7 +97,7 @@ impl From<OmError> for Status {
                 leader_client_addr,
             } => {
                 let msg = format!("LOCAL_LEASE read refused: {reason}");
-                if reason == crate::lease::Refused::LeaderNotReady {
+                if reason == rozone_raft::gate::Refused::LeaderNotReady {
                     rozone_rpc::leader_not_ready(msg)
                 } else {
                     rozone_rpc::not_leader(msg, leader_client_addr.as_deref())
@@ -146,7 +146,7 @@ mod tests {
         assert_eq!(error_code(&s), Some(OmErrorCode::BucketNotFound));
         assert_eq!(s.message(), "bucket v/b not found");
         let s: Status = OmError::LeaseRefused {
-            reason: crate::lease::Refused::NoLeader,
+            reason: rozone_raft::gate::Refused::NoLeader,
             leader_client_addr: None,
         }
         .into();
@@ -155,7 +155,7 @@ mod tests {
             Some(rozone_rpc::REASON_NOT_LEADER)
         );
         let s: Status = OmError::LeaseRefused {
-            reason: crate::lease::Refused::LeaderNotReady,
+            reason: rozone_raft::gate::Refused::LeaderNotReady,
             leader_client_addr: None,
         }
         .into();

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use rozone_proto::om::ReadConsistency;
 use rozone_telemetry::health::{metric, HealthSource};
 
-use crate::lease;
 use crate::node::OmNode;
 
 pub struct OmHealth {
@@ -44,7 +43,7 @@ impl HealthSource for OmHealth {
             "LOCAL_LEASE reads served from this OM's state",
             get(&c.lease_served),
         );
-        let reasons: Vec<(&str, u64)> = lease::Refused::ALL
+        let reasons: Vec<(&str, u64)> = rozone_raft::gate::Refused::ALL
             .iter()
             .map(|r| (r.label(), get(&c.lease_refused[r.index()])))
             .chain([("disabled", get(&c.lease_disabled))])

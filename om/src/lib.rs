@@ -12,7 +12,6 @@ pub mod config;
 pub mod convert;
 pub mod error;
 pub mod health;
-pub mod lease;
 pub mod names;
 pub mod node;
 pub mod scm_client;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rozone_proto::om::{self as pb, ReadConsistency};
+use rozone_raft::gate::{self, LogLimit};
 use rozone_raft::{RaftGroup, RaftGroupError, ServerState};
 
 use crate::config::Config;
 use crate::error::OmError;
-use crate::lease::{self, Contact, LeaseInput, LogLimit, Role};
 use crate::scm_client::ScmClient;
 use crate::state::{OmLogic, OmRequest, OmResponse};
 
@@ -31,7 +31,7 @@ pub fn now_ms() -> u64 {
 #[derive(Default)]
 pub struct Metrics {
     pub lease_served: AtomicU64,
-    pub lease_refused: [AtomicU64; lease::Refused::ALL.len()],
+    pub lease_refused: [AtomicU64; gate::Refused::ALL.len()],
     pub lease_disabled: AtomicU64,
     pub reads: [AtomicU64; 4],
     pub writes: AtomicU64,
@@ -123,37 +123,6 @@ impl OmNode {
         })
     }
 
-    /// The lease input from this node's Raft metrics and leader-contact record.
-    pub fn lease_input(&self, lease_time: Duration, log_limit: LogLimit) -> LeaseInput {
-        let m = self.group.metrics();
-        let role = match m.state {
-            ServerState::Leader => Role::Leader {
-                ready: rozone_raft::leader_ready(&m),
-            },
-            ServerState::Follower => Role::Follower,
-            ServerState::Candidate => Role::Candidate,
-            ServerState::Learner => Role::Learner,
-            ServerState::Shutdown => Role::Shutdown,
-        };
-        let contact = self.group.leader_contact().map(|c| Contact {
-            age: c.age(),
-            leader: c.leader,
-            term: c.term,
-            leader_commit: c
-                .leader_commit
-                .as_ref()
-                .map(|l| (l.committed_leader_id().term, l.index())),
-        });
-        LeaseInput {
-            role,
-            known_leader: m.current_leader,
-            contact,
-            applied_index: m.last_applied.map(|l| l.index()),
-            lease_time,
-            log_limit,
-        }
-    }
-
     fn local_lease(&self, opts: &pb::ReadOptions) -> Result<(), OmError> {
         let om = &self.config.om;
         if !om.local_lease_enabled {
@@ -174,8 +143,8 @@ impl OmNode {
                 ))
             })?),
         };
-        let input = self.lease_input(lease_time, log_limit);
-        match lease::decide(&input) {
+        let input = self.group.lease_input(lease_time, log_limit);
+        match gate::local_lease(&input) {
             Ok(()) => {
                 Metrics::inc(&self.metrics.lease_served);
                 Ok(())

@@ -61,7 +61,7 @@ fn refused_not_leader(r: Result<pb::LookupKeyReply, tonic::Status>, who: &str) {
 
 fn lease_metric(ring: &Ring, id: u64, reason: &str) -> u64 {
     let n = &ring.oms[&id].node.metrics;
-    match rozone_om::lease::Refused::ALL
+    match rozone_raft::gate::Refused::ALL
         .iter()
         .find(|r| r.label() == reason)
     {

@@ -70,7 +70,7 @@ pub fn ring_info(group: &RaftGroup<ScmLogic>) -> RingInfoReply {
         node_id: me,
         leader_id: m.current_leader,
         leader_client_addr,
-        leader_ready: rozone_raft::leader_ready(&m),
+        leader_ready: group.serves_as_leader(&m),
         members,
         role: my_role,
     }

@@ -73,7 +73,21 @@ crate::config_struct! {
     }
 }
 
+/// How long a leader may serve reads from its own state after a quorum acknowledged an
+/// append it sent: three quarters of the minimum election timeout. A follower that
+/// acknowledged refuses other candidates for at least `election_timeout_min` after it received
+/// the append; the quarter left over is the margin for the two clocks running at different
+/// rates (far more than real clock drift, which is parts per million).
+pub fn leader_lease(election_timeout_min: Duration) -> Duration {
+    election_timeout_min.saturating_mul(3) / 4
+}
+
 impl RaftSection {
+    /// This ring's leader lease (see [`leader_lease`]).
+    pub fn leader_lease(&self) -> Duration {
+        leader_lease(self.election_timeout_min)
+    }
+
     /// Records what is wrong with `[raft]`.
     pub fn check(&self, problems: &mut Problems) {
         let (min, max, beat) = (
@@ -96,6 +110,16 @@ impl RaftSection {
                 "raft.heartbeat_interval ({}) must be less than raft.election_timeout_min ({})",
                 format_duration(beat),
                 format_duration(min)
+            )
+        });
+        // A leader renews its lease with heartbeats: one that beats slower than its lease
+        // lasts loses the lease between beats and refuses reads while healthy.
+        problems.check(min >= max || beat >= min || beat < leader_lease(min), || {
+            format!(
+                "raft.heartbeat_interval ({}) must be less than the leader lease ({}, 3/4 of \
+                 raft.election_timeout_min)",
+                format_duration(beat),
+                format_duration(leader_lease(min))
             )
         });
         problems.check(self.snapshot_logs_since_last > 0, || {
@@ -248,6 +272,22 @@ mod tests {
              raft.heartbeat_interval (400ms) must be less than raft.election_timeout_min (300ms)"
         );
         assert_eq!(problems(|p| RaftSection::default().check(p)), "");
+    }
+
+    #[test]
+    fn heartbeats_must_renew_the_leader_lease() {
+        let raft = RaftSection {
+            election_timeout_min: Duration::from_millis(1000),
+            election_timeout_max: Duration::from_millis(2000),
+            heartbeat_interval: Duration::from_millis(800),
+            ..RaftSection::default()
+        };
+        assert_eq!(raft.leader_lease(), Duration::from_millis(750));
+        assert_eq!(
+            problems(|p| raft.check(p)),
+            "raft.heartbeat_interval (800ms) must be less than the leader lease (750ms, 3/4 of \
+             raft.election_timeout_min)"
+        );
     }
 
     #[test]

@@ -10,6 +10,10 @@ pub enum RaftGroupError {
     /// This node leads but has not applied an entry of its term yet; retry shortly.
     #[error("leader not ready yet: it has not applied an entry of its own term")]
     LeaderNotReady,
+    /// This node still leads in openraft's view but holds no lease (see [`crate::gate`]):
+    /// likely cut off from its ring; retry elsewhere.
+    #[error("leader without a lease: {0}")]
+    NoLease(crate::gate::Refused),
     #[error("raft stopped: {0}")]
     Fatal(String),
     #[error("timed out: {0}")]
@@ -27,7 +31,7 @@ impl RaftGroupError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::NotLeader { .. } | Self::LeaderNotReady | Self::Timeout(_)
+            Self::NotLeader { .. } | Self::LeaderNotReady | Self::NoLease(_) | Self::Timeout(_)
         )
     }
 }

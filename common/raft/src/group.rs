@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -24,6 +24,7 @@ use crate::codec::{decode, encode};
 use crate::contact::{leader_ready, ContactRecord, LeaderContact};
 use crate::download::DownloadPolicy;
 use crate::error::RaftGroupError;
+use crate::gate::{self, LeaderInput, LeaseInput, LogLimit, Role};
 use crate::log_store::RocksLogStore;
 use crate::network::{NetStats, NetworkFactory, PeerChannels, PeerRpcCounts};
 use crate::registry::{GroupHandle, GroupRegistry};
@@ -79,6 +80,22 @@ impl GroupConfig {
         }
     }
 
+    /// Takes the ring's `[raft]` timing and log settings.
+    pub fn with_section(mut self, r: &rozone_config::RaftSection) -> Self {
+        self.election_timeout_min = r.election_timeout_min;
+        self.election_timeout_max = r.election_timeout_max;
+        self.heartbeat_interval = r.heartbeat_interval;
+        self.fsync = r.fsync;
+        self.snapshot_logs_since_last = r.snapshot_logs_since_last;
+        self.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        self
+    }
+
+    /// How long a quorum acknowledgement lets the leader serve reads from its own state.
+    pub fn leader_lease(&self) -> Duration {
+        gate::leader_lease(self.election_timeout_min)
+    }
+
     fn openraft_config(&self) -> Result<Config, RaftGroupError> {
         let c = Config {
             cluster_name: self.group_id.clone(),
@@ -114,6 +131,10 @@ pub struct RaftGroup<L: StateMachineLogic> {
     install_lock: tokio::sync::Mutex<()>,
     stats: Counters,
     net_stats: Arc<NetStats>,
+    /// When this process opened the group: the start of its vote grace.
+    started: Instant,
+    /// The term (+1; 0 = none) in which this leader asked another member to take over.
+    transfer_term: AtomicU64,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -178,6 +199,8 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             install_lock: tokio::sync::Mutex::new(()),
             stats: Counters::default(),
             net_stats,
+            started: Instant::now(),
+            transfer_term: AtomicU64::new(0),
         });
         registry.insert(&g.cfg.group_id, g.clone());
         Ok(g)
@@ -213,9 +236,9 @@ impl<L: StateMachineLogic> RaftGroup<L> {
 
     /// Proposes a command and returns its response once applied on this (leader) node.
     pub async fn write(&self, req: L::Request) -> Result<L::Response, RaftGroupError> {
-        if !self.is_ready_leader() {
-            return Err(self.not_leader_error());
-        }
+        // A leader without a lease may still be the leader, but more likely it is cut off:
+        // refusing now sends the client to the ring instead of waiting out a timeout.
+        self.leader_gate()?;
         let resp = self
             .raft
             .client_write(AppRequest(encode(&req)?))
@@ -225,9 +248,10 @@ impl<L: StateMachineLogic> RaftGroup<L> {
     }
 
     /// Waits until a read on this node sees every write committed before the call
-    /// (openraft's read index, then wait for apply). Leader only.
+    /// (openraft's read index, then wait for apply). Leader only; the read index confirms
+    /// leadership with a quorum round of its own, so this needs no lease.
     pub async fn read_barrier(&self) -> Result<(), RaftGroupError> {
-        if !self.is_ready_leader() {
+        if !leader_ready(&self.metrics()) {
             return Err(self.not_leader_error());
         }
         self.raft
@@ -246,7 +270,10 @@ impl<L: StateMachineLogic> RaftGroup<L> {
     pub fn not_leader_error(&self) -> RaftGroupError {
         let m = self.metrics();
         if m.state == openraft::ServerState::Leader {
-            return RaftGroupError::LeaderNotReady;
+            return match gate::leader(&self.leader_input(&m)) {
+                Err(gate::Refused::LeaderNotReady) | Ok(()) => RaftGroupError::LeaderNotReady,
+                Err(reason) => RaftGroupError::NoLease(reason),
+            };
         }
         let leader = m.current_leader.and_then(|id| {
             m.membership_config
@@ -277,9 +304,83 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         self.raft.metrics().borrow_watched().clone()
     }
 
-    /// A leader that applied an entry of its own term.
+    /// A leader that may serve now: it applied an entry of its own term and holds its lease
+    /// (see [`gate`]). What `/ready`, roles and every leader-only service check.
     pub fn is_ready_leader(&self) -> bool {
-        leader_ready(&self.raft.metrics().borrow_watched())
+        self.leader_gate().is_ok()
+    }
+
+    /// `Ok` on a leader that holds its lease; otherwise the refusal a client retries on.
+    pub fn leader_gate(&self) -> Result<(), RaftGroupError> {
+        if self.serves_as_leader(&self.metrics()) {
+            Ok(())
+        } else {
+            Err(self.not_leader_error())
+        }
+    }
+
+    /// Whether these metrics (of this member) show a leader that holds its lease: what
+    /// roles and ring info report as "leader ready".
+    pub fn serves_as_leader(&self, m: &RaftMetrics) -> bool {
+        m.state == openraft::ServerState::Leader && gate::leader(&self.leader_input(m)).is_ok()
+    }
+
+    /// This leader's lease input from `m` (meaningful only while `m` says Leader).
+    pub fn leader_input(&self, m: &RaftMetrics) -> LeaderInput {
+        use openraft::Instant as _;
+        let membership = m.membership_config.membership();
+        let mut voters = membership.voter_ids();
+        let sole_voter = voters.next() == Some(self.cfg.node_id) && voters.next().is_none();
+        LeaderInput {
+            ready: leader_ready(m),
+            sole_voter,
+            quorum_ack_age: m.last_quorum_acked.as_ref().map(|t| t.elapsed()),
+            lease: self.cfg.leader_lease(),
+            transferring: self.transfer_term.load(Ordering::Acquire) == m.current_term + 1,
+        }
+    }
+
+    /// The LOCAL_LEASE input of this member: its role (with the leader's lease input), its
+    /// leader-contact record and applied index.
+    pub fn lease_input(&self, lease_time: Duration, log_limit: LogLimit) -> LeaseInput {
+        use openraft::ServerState as S;
+        let m = self.metrics();
+        let role = match m.state {
+            S::Leader => Role::Leader(self.leader_input(&m)),
+            S::Follower => Role::Follower,
+            S::Candidate => Role::Candidate,
+            S::Learner => Role::Learner,
+            S::Shutdown => Role::Shutdown,
+        };
+        let contact = self.leader_contact().map(|c| gate::Contact {
+            age: c.age(),
+            leader: c.leader,
+            term: c.term,
+            leader_commit: c
+                .leader_commit
+                .as_ref()
+                .map(|l| (l.committed_leader_id().term, l.index())),
+        });
+        LeaseInput {
+            role,
+            known_leader: m.current_leader,
+            contact,
+            applied_index: m.last_applied.map(|l| l.index()),
+            lease_time,
+            log_limit,
+        }
+    }
+
+    /// While this process is younger than `election_timeout_max`, it withholds its vote from
+    /// ordinary elections. Before a restart it may have acknowledged a leader's append, and
+    /// that leader counts on it not voting for another candidate for an election timeout;
+    /// the promise lived in memory, so a restarted member keeps it by waiting instead.
+    /// Elections a leader started by handing over leadership are exempt.
+    pub fn vote_grace(&self) -> Option<Duration> {
+        self.cfg
+            .election_timeout_max
+            .checked_sub(self.started.elapsed())
+            .filter(|d| !d.is_zero())
     }
 
     /// The last accepted append from a leader, if any.
@@ -375,9 +476,14 @@ impl<L: StateMachineLogic> RaftGroup<L> {
 
     /// Asks the leader (this node) to hand leadership to `to`.
     pub async fn transfer_leader(&self, to: NodeId) -> Result<(), RaftGroupError> {
-        if self.metrics().state != openraft::ServerState::Leader {
+        let m = self.metrics();
+        if m.state != openraft::ServerState::Leader {
             return Err(self.not_leader_error());
         }
+        // The target is elected without waiting for vote leases: this leader's lease ends now,
+        // for the rest of its term.
+        self.transfer_term
+            .store(m.current_term + 1, Ordering::Release);
         self.raft.trigger().transfer_leader(to).await.map_err(fatal)
     }
 
@@ -475,6 +581,22 @@ fn pre_install_failpoint() -> Result<(), String> {
     Ok(())
 }
 
+impl<L: StateMachineLogic> RaftGroup<L> {
+    fn check_vote_grace(&self, req: &VoteRequest<TypeConfig>) -> Result<(), String> {
+        match self.vote_grace() {
+            Some(left) if !req.leadership_transfer => {
+                tracing::debug!(group = %self.cfg.group_id, candidate = %req.vote, ?left, "vote withheld");
+                Err(format!(
+                    "vote withheld: this member restarted less than an election timeout ago \
+                     ({} left)",
+                    rozone_config::format_duration(Duration::from_millis(left.as_millis() as u64))
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 fn fatal(e: Fatal<TypeConfig>) -> RaftGroupError {
     RaftGroupError::Fatal(e.to_string())
 }
@@ -495,15 +617,23 @@ impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {
     fn vote(
         &self,
         req: VoteRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>> {
-        self.raft.vote(req).boxed()
+    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, String>> {
+        async move {
+            self.check_vote_grace(&req)?;
+            self.raft.vote(req).await.map_err(|e| e.to_string())
+        }
+        .boxed()
     }
 
     fn pre_vote(
         &self,
         req: VoteRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>> {
-        self.raft.pre_vote(req).boxed()
+    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, String>> {
+        async move {
+            self.check_vote_grace(&req)?;
+            self.raft.pre_vote(req).await.map_err(|e| e.to_string())
+        }
+        .boxed()
     }
 
     fn stream_append(

@@ -2,8 +2,8 @@
 //!
 //! openraft drives consensus; this crate supplies its storage (a RocksDB log store and a
 //! RocksDB state-machine base with checkpoint snapshots), its network (gRPC between peer
-//! ports, one process hosting many groups) and what services need on top: readiness,
-//! leader-contact tracking, membership changes and leader transfer. openraft's types stay
+//! ports, one process hosting many groups) and what services need on top: readiness and
+//! the leader lease (the read gate), leader-contact tracking, membership changes and leader transfer. openraft's types stay
 //! behind this crate so an upgrade touches only it.
 //!
 //! Must not depend on any daemon crate.
@@ -12,6 +12,7 @@ pub mod codec;
 pub mod contact;
 pub mod download;
 pub mod error;
+pub mod gate;
 pub mod group;
 pub mod hook;
 pub mod log_store;

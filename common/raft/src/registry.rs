@@ -25,14 +25,15 @@ pub trait GroupHandle: Send + Sync {
     fn node_id(&self) -> NodeId;
     fn contact(&self) -> Arc<LeaderContact>;
     fn snapshots(&self) -> Arc<SnapshotStore>;
+    /// A vote; `Err` (a withheld vote, or openraft's error) is sent back as the reply error.
     fn vote(
         &self,
         req: VoteRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>>;
+    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, String>>;
     fn pre_vote(
         &self,
         req: VoteRequest<TypeConfig>,
-    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, RaftError<TypeConfig>>>;
+    ) -> BoxFuture<'_, Result<VoteResponse<TypeConfig>, String>>;
     fn stream_append(
         &self,
         input: BoxStream<'static, AppendEntriesRequest<TypeConfig>>,

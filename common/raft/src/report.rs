@@ -2,6 +2,7 @@
 //! definition for every ring (SCM, OM), rendered by the daemon's HTTP endpoint.
 
 use crate::contact::leader_ready;
+use crate::gate;
 use crate::group::RaftGroup;
 use crate::state_machine::StateMachineLogic;
 use crate::ServerState;
@@ -18,16 +19,17 @@ pub struct Sample {
 
 impl<L: StateMachineLogic> RaftGroup<L> {
     /// Whether this member can serve its ring now: a leader that applied an entry of its
-    /// term, or a follower/learner that knows its leader and has heard from it. `Err` says
-    /// why not, for `/ready`.
+    /// term and holds its lease (a quorum acknowledged it recently), or a follower/learner that
+    /// knows its leader and has heard from it in that leader's term. `Err` says why not, for
+    /// `/ready`.
     pub fn serving(&self) -> Result<(), String> {
         let m = self.metrics();
         match m.state {
-            ServerState::Leader if leader_ready(&m) => Ok(()),
-            ServerState::Leader => Err("leader has not applied an entry of its term yet".into()),
+            ServerState::Leader => gate::leader(&self.leader_input(&m))
+                .map_err(|r| format!("leader without a lease: {r}")),
             ServerState::Follower | ServerState::Learner => {
                 match (m.current_leader, self.leader_contact()) {
-                    (Some(l), Some(c)) if c.leader == l => Ok(()),
+                    (Some(l), Some(c)) if c.leader == l && c.term == m.current_term => Ok(()),
                     _ => Err("no leader known".into()),
                 }
             }
@@ -95,6 +97,22 @@ impl<L: StateMachineLogic> RaftGroup<L> {
                 s.installs as f64,
             ),
         ];
+        if m.state == ServerState::Leader {
+            v.push(sample(
+                "rozone_raft_lease_held",
+                "gauge",
+                format!("1 if this {ring} leads and holds its leader lease (may serve reads)"),
+                f64::from(u8::from(gate::leader(&self.leader_input(&m)).is_ok())),
+            ));
+            if let Some(age) = self.leader_input(&m).quorum_ack_age {
+                v.push(sample(
+                    "rozone_raft_quorum_ack_age_seconds",
+                    "gauge",
+                    "time since the send time of the newest append a quorum acknowledged".into(),
+                    age.as_secs_f64(),
+                ));
+            }
+        }
         if let Some(c) = self.leader_contact() {
             v.push(sample(
                 "rozone_raft_leader_contact_age_seconds",

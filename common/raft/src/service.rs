@@ -42,7 +42,7 @@ impl RaftService for RaftServiceImpl {
         let req = req.into_inner();
         let g = self.registry.route(&req)?;
         let v: VoteRequest<_> = payload(&req)?;
-        let r = g.vote(v).await.map_err(|e| e.to_string());
+        let r = g.vote(v).await;
         Ok(Response::new(reply(&r)?))
     }
 
@@ -50,7 +50,7 @@ impl RaftService for RaftServiceImpl {
         let req = req.into_inner();
         let g = self.registry.route(&req)?;
         let v: VoteRequest<_> = payload(&req)?;
-        let r = g.pre_vote(v).await.map_err(|e| e.to_string());
+        let r = g.pre_vote(v).await;
         Ok(Response::new(reply(&r)?))
     }
 

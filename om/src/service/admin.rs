@@ -109,7 +109,7 @@ impl OmAdmin for AdminService {
                     client_addr: n.client_addr.clone(),
                     peer_addr: n.peer_addr.clone(),
                     voter,
-                    leader_ready: *id == me && rozone_raft::leader_ready(&m),
+                    leader_ready: *id == me && g.serves_as_leader(&m),
                     applied_index,
                 }
             })

@@ -63,7 +63,7 @@ impl OmRing for RingService {
             members,
             leader_id: m.current_leader,
             leader_client_addr,
-            leader_ready: rozone_raft::leader_ready(&m),
+            leader_ready: g.serves_as_leader(&m),
             role: role_of(m.state) as i32,
         }))
     }
