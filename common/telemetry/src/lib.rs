@@ -12,6 +12,8 @@ mod logging;
 pub mod notify;
 mod signal;
 #[cfg(feature = "testkit")]
+pub mod proxy;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 
 pub use daemon::daemon_main;
