@@ -33,7 +33,7 @@ fn assert_refused_not_stale(r: Result<pb::VolumeInfoReply, tonic::Status>, name:
 /// itself a ready leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_leader_cut_off_from_its_ring_refuses_default_reads() {
-    let mut ring = ProcRing::start(3).await;
+    let ring = ProcRing::start(3).await;
     let l = ring.wait_leader(&ring.ids()).await;
     ring.create_volume(l, "aaa").await;
     // Cut first: nothing from the next leader may wait in L's socket buffers for it.
@@ -49,7 +49,10 @@ async fn paused_leader_cut_off_from_its_ring_refuses_default_reads() {
     assert_refused_not_stale(ring.volume_info(l, "bbb").await, "bbb");
     assert_refused_not_stale(ring.volume_info(l, "aaa").await, "aaa");
     let info = ring.ring_info(l).await.expect("L answers ring info");
-    assert!(!info.leader_ready, "L must not report itself a ready leader: {info:?}");
+    assert!(
+        !info.leader_ready,
+        "L must not report itself a ready leader: {info:?}"
+    );
     // Heal: the ring comes back and has both volumes.
     for id in &others {
         ring.signal(*id, "CONT");
@@ -82,7 +85,10 @@ async fn restarted_leader_earns_its_lease_before_serving_default_reads() {
         pb::OmRole::Leader as i32,
         "the scenario needs openraft to restore L as leader from its vote: {info:?}"
     );
-    assert!(!info.leader_ready, "no lease without acknowledgements: {info:?}");
+    assert!(
+        !info.leader_ready,
+        "no lease without acknowledgements: {info:?}"
+    );
     assert_refused_not_stale(ring.volume_info(l, "bbb").await, "bbb");
     for id in &others {
         ring.signal(*id, "CONT");

@@ -38,7 +38,10 @@ async fn leader_cut_off_from_its_quorum_is_not_ready_and_refuses_writes() {
             c.stop_member(id).await.unwrap();
         }
     }
-    eventually("cut-off leader loses its lease", || !leader.is_ready_leader()).await;
+    eventually("cut-off leader loses its lease", || {
+        !leader.is_ready_leader()
+    })
+    .await;
     let still_leader = leader.metrics().state == ServerState::Leader;
     let gate = leader.leader_gate().unwrap_err();
     assert!(gate.is_retryable(), "{gate}");

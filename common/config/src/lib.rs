@@ -24,16 +24,15 @@ mod sample;
 mod sections;
 
 pub use bytesize::ByteSize;
-pub use humantime::format_duration;
 pub use cli::{CommonArgs, Overrides};
 pub use docs::{Docs, Documented};
 pub use error::{ConfigError, Problems};
+pub use humantime::format_duration;
 pub use load::{env_from_process, load, DaemonConfig, Sources, ENV_PREFIX};
 pub use sample::{check_documented, sample_config};
 pub use sections::{
     check_host_port, check_host_ports, check_listen_addrs, check_peers, leader_lease, listen_on,
-    HttpSection,
-    LogFormat, LogSection, NodeSection, Peer, RaftSection,
+    HttpSection, LogFormat, LogSection, NodeSection, Peer, RaftSection,
 };
 
 /// `#[serde(with = "rozone_config::duration")]`: durations written the way

@@ -114,14 +114,17 @@ impl RaftSection {
         });
         // A leader renews its lease with heartbeats: one that beats slower than its lease
         // lasts loses the lease between beats and refuses reads while healthy.
-        problems.check(min >= max || beat >= min || beat < leader_lease(min), || {
-            format!(
-                "raft.heartbeat_interval ({}) must be less than the leader lease ({}, 3/4 of \
+        problems.check(
+            min >= max || beat >= min || beat < leader_lease(min),
+            || {
+                format!(
+                    "raft.heartbeat_interval ({}) must be less than the leader lease ({}, 3/4 of \
                  raft.election_timeout_min)",
-                format_duration(beat),
-                format_duration(leader_lease(min))
-            )
-        });
+                    format_duration(beat),
+                    format_duration(leader_lease(min))
+                )
+            },
+        );
         problems.check(self.snapshot_logs_since_last > 0, || {
             "raft.snapshot_logs_since_last must be above 0".into()
         });

@@ -26,10 +26,9 @@ pub fn raft_status(service: &str, e: RaftGroupError) -> Status {
             "{service} leader not ready yet: it has not applied an entry of its own term"
         )),
         // Retryable like a not-leader refusal, with no hint: this node does not know who leads.
-        RaftGroupError::NoLease(reason) => rozone_rpc::not_leader(
-            format!("not a serving {service} leader: {reason}"),
-            None,
-        ),
+        RaftGroupError::NoLease(reason) => {
+            rozone_rpc::not_leader(format!("not a serving {service} leader: {reason}"), None)
+        }
         RaftGroupError::Timeout(_) => Status::deadline_exceeded(e.to_string()),
         other => Status::internal(other.to_string()),
     }

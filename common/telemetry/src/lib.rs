@@ -10,9 +10,9 @@ pub mod health;
 pub mod http;
 mod logging;
 pub mod notify;
-mod signal;
 #[cfg(feature = "testkit")]
 pub mod proxy;
+mod signal;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 

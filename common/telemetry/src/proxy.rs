@@ -90,10 +90,7 @@ fn pipe(s: &Arc<Shared>, from: TcpStream, to: TcpStream) -> io::Result<()> {
         open.push(from.try_clone()?);
         open.push(to.try_clone()?);
     }
-    for (mut r, mut w) in [
-        (from.try_clone()?, to.try_clone()?),
-        (to, from),
-    ] {
+    for (mut r, mut w) in [(from.try_clone()?, to.try_clone()?), (to, from)] {
         let s = Arc::clone(s);
         thread::spawn(move || {
             let mut buf = vec![0u8; 64 << 10];

@@ -85,7 +85,14 @@ impl ProcRing {
         }
         let mut ring = Self { root, members };
         for id in 1..=n {
-            ring.spawn(id, if id == 1 { &["--init"] } else { &["--bootstrap"] });
+            ring.spawn(
+                id,
+                if id == 1 {
+                    &["--init"]
+                } else {
+                    &["--bootstrap"]
+                },
+            );
             ring.wait_serving(id);
         }
         ring.wait_voters(n).await;

@@ -124,7 +124,10 @@ fn not_ready_leader_refuses_even_at_unlimited_log_limit() {
     // HDDS-17550: checked against itself, a not-ready leader used to pass.
     let mut l = ready_leader();
     l.ready = false;
-    assert_eq!(with(|i| i.role = Role::Leader(l)), Err(Refused::LeaderNotReady));
+    assert_eq!(
+        with(|i| i.role = Role::Leader(l)),
+        Err(Refused::LeaderNotReady)
+    );
 }
 
 #[test]
