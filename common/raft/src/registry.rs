@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
-use openraft::errors::{Fatal, RaftError};
+use openraft::errors::Fatal;
 use openraft::raft::{
     AppendEntriesRequest, SnapshotResponse, StreamAppendResult, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
