@@ -12,8 +12,9 @@ use super::timing::{Tick, Timing, CLOCK_RATES};
 /// How deep the checker explores: the states reached by every sequence of up to
 /// `CHECK_DEPTH - 1` steps from every initial state (stateright counts an initial state as
 /// depth 1). Every counterexample of the broken gates below is at most 8 steps long, so the
-/// bound leaves room. Each step more multiplies the states and the time by about 2.5:
-/// measured on 2 busy cores, depth 10 is 0.68 M states in 8 s, depth 11 1.8 M in 18 s.
+/// bound leaves room. Each step more multiplies the states and the time by about 2.6:
+/// measured on 2 cores at load average 8, one checker thread, depth 10 is 0.68 M states in
+/// 7 s (the whole `cargo nextest run -p rozone-models` 11 s), depth 11 is 1.8 M in 20 s.
 pub const CHECK_DEPTH: usize = 10;
 
 /// A deliberate defect, to show the checker catches it; [`Flaw::None`] is the code as it is.
@@ -47,6 +48,9 @@ pub struct ReadGate {
     pub timing: Timing,
     pub bounds: Bounds,
     pub flaw: Flaw,
+    /// openraft's `enable_leader_restore` (default on, as rozone runs it): a member that had
+    /// won its term is leader again at once after a restart.
+    pub leader_restore: bool,
 }
 
 impl ReadGate {
@@ -60,6 +64,7 @@ impl ReadGate {
                 max_transfers: 1,
             },
             flaw,
+            leader_restore: true,
         }
     }
 
@@ -67,6 +72,20 @@ impl ReadGate {
     /// "Model checking").
     pub fn without_transfers(mut self) -> Self {
         self.bounds.max_transfers = 0;
+        self
+    }
+
+    /// The same model with openraft's `enable_leader_restore` off: a restarted leader comes
+    /// back as a follower.
+    pub fn without_leader_restore(mut self) -> Self {
+        self.leader_restore = false;
+        self
+    }
+
+    /// The same model with time stopped at `tick` (the initial state is at tick 1): for
+    /// counterexamples that need no time to pass, found in a fraction of the states.
+    pub fn with_max_tick(mut self, tick: Tick) -> Self {
+        self.bounds.max_tick = tick;
         self
     }
 
@@ -198,13 +217,24 @@ pub fn check_depth() -> usize {
         .unwrap_or(CHECK_DEPTH)
 }
 
+/// Checker threads: `ROZONE_MODEL_THREADS`, else 1. With more threads stateright's
+/// breadth-first search is not strictly level by level, so a state first reached at the
+/// depth bound (and not expanded) can hide a shorter path to it: the bounded check may then
+/// miss a few states within the bound (measured: ~0.03% at depth 10).
+fn threads() -> usize {
+    std::env::var("ROZONE_MODEL_THREADS")
+        .ok()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(1)
+}
+
 /// Explores `model` breadth-first to `depth` steps on every core; stops at the first
 /// counterexample (breadth-first: a shortest one).
 pub fn check(model: ReadGate, depth: usize) -> Outcome {
     let start = Instant::now();
     let checker = model
         .checker()
-        .threads(std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .threads(threads())
         .target_max_depth(depth)
         .finish_when(HasDiscoveries::AnyFailures)
         .spawn_bfs()

@@ -253,7 +253,7 @@ pub fn restart(m: &ReadGate, s: &State, r: Id) -> Option<State> {
     s.restarts += 1;
     let now = s.now;
     let mem = &mut s.members[r];
-    let leads = mem.won && mem.voted_for == Some(r);
+    let leads = m.leader_restore && mem.won && mem.voted_for == Some(r);
     mem.role = if leads {
         Role::Leader(Leading {
             matched: [0; MEMBERS],

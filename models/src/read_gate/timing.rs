@@ -1,12 +1,12 @@
 //! Time in the read-gate model.
 //!
 //! One global clock of discrete ticks orders every step; it stands for real time and no member
-//! reads it. Each member has its own monotonic clock that advances [`Timing`]-independent
-//! `rate` milliseconds per tick, fixed per member (the hardware's, kept across a restart):
-//! every duration a member measures — an acknowledgement's age, its election timer, its vote
-//! lease, its restart grace — is `(now − then) × rate` on *its* clock. The initial states try
-//! every combination of [`CLOCK_RATES`], so a leader whose clock runs slow meets a follower
-//! whose clock runs fast.
+//! reads it. Each member has its own monotonic clock that advances `rate` milliseconds per
+//! tick, fixed per member (the hardware's, kept across a restart): every duration a member
+//! measures — an acknowledgement's age, its election timer, its vote lease, its restart
+//! grace — is `(now − then) × rate` on *its* clock. The initial states try every combination
+//! of [`CLOCK_RATES`], so a leader whose clock runs slow meets a follower whose clock runs
+//! fast.
 //!
 //! Timestamps are `Option<Tick>`: `None` is "long ago", further back than any timeout.
 
