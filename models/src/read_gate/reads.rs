@@ -113,3 +113,36 @@ pub fn stale_read(m: &ReadGate, s: &State) -> Option<StaleRead> {
         })
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read_gate::Flaw;
+
+    /// The follower half of the invariant is not vacuous: a follower whose fresh contact
+    /// carries an old commit, missing a write acknowledged long ago, is flagged.
+    #[test]
+    fn a_follower_lease_read_missing_an_old_acknowledged_write_is_stale() {
+        let m = ReadGate::new(Flaw::None);
+        let mut s = State::settled([10; MEMBERS]);
+        s.now = 6;
+        s.ack([0]);
+        s.acked[0] = Some(1);
+        let f = &mut s.members[1];
+        f.contact = f
+            .contact
+            .map(|c| super::super::state::Contact { at: 6, ..c });
+        assert!(serves_as_follower(&m, &s, 1));
+        assert_eq!(
+            stale_read(&m, &s),
+            Some(StaleRead {
+                member: 1,
+                as_leader: false,
+                missing: 0
+            })
+        );
+        // Within its staleness bound (lease 2 ticks + delay 1) the same read is allowed.
+        s.acked[0] = Some(3);
+        assert_eq!(stale_read(&m, &s), None);
+    }
+}
