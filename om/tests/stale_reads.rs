@@ -1,7 +1,7 @@
 //! No stale reads from a leader that lost its ring (issue 12, item 1), on real `rozone-om`
 //! processes: a leader cut off and paused while the others elected a new leader and took a
-//! write, and a leader SIGKILLed and restarted (openraft makes it leader again from its
-//! committed vote) while the others moved on. Each must refuse DEFAULT reads with the
+//! write, and a leader SIGKILLed and restarted (openraft's leader restore would make it
+//! leader again from its committed vote) while the others moved on. Each must refuse DEFAULT reads with the
 //! retryable not-leader refusal instead of answering from its old state.
 
 mod procs;
@@ -64,8 +64,8 @@ async fn paused_leader_cut_off_from_its_ring_refuses_default_reads() {
     }
 }
 
-/// Fails on 00e069b: restarted from its committed vote, the old leader logged "OM serving"
-/// and answered the DEFAULT read with "volume bbb not found".
+/// Fails on 00e069b: restarted from its committed vote (openraft's leader restore), the old
+/// leader logged "OM serving" and answered the DEFAULT read with "volume bbb not found".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_leader_earns_its_lease_before_serving_default_reads() {
     let mut ring = ProcRing::start(3).await;

@@ -111,6 +111,11 @@ impl GroupConfig {
             max_in_snapshot_log_to_keep: self.max_in_snapshot_log_to_keep,
             purge_batch_size: 256,
             max_payload_entries: 1024,
+            // A restarted leader comes back as a follower and must win a new term. Restored
+            // at once, it could earn a lease in the term it had handed over before the
+            // restart (the transfer is remembered in memory only) while the transfer target
+            // wins that hand-over: two leaders serving reads (found by `models/`).
+            enable_leader_restore: Some(false),
             ..Default::default()
         };
         c.validate()
