@@ -15,8 +15,21 @@ use crate::error::DnError;
 /// Largest chunk a single WriteChunk may carry.
 pub const MAX_CHUNK: u64 = 32 << 20;
 
-/// Largest block a stream may carry.
+/// Largest block: no byte of a block file lies at or past this offset (a stream, a
+/// WriteChunk, a PushChunk or a PullChunk beyond it is `OUT_OF_RANGE`).
 pub const MAX_BLOCK: u64 = 1 << 30;
+
+/// The end of `[offset, offset + len)`, which must lie within [`MAX_BLOCK`]; `what` names
+/// the range in the error. Checked: wire values near `u64::MAX` never overflow.
+pub fn block_range_end(what: &str, offset: u64, len: u64) -> Result<u64, DnError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_BLOCK => Ok(end),
+        _ => Err(DnError::new(
+            rozone_types::codes::DnCode::OutOfRange,
+            format!("{what}: offset {offset} + len {len} is past the {MAX_BLOCK} byte block limit"),
+        )),
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkInfo {
@@ -26,8 +39,10 @@ pub struct ChunkInfo {
 }
 
 impl ChunkInfo {
+    /// One past the last byte. Saturating: the edge ([`crate::convert::chunk_from`]) refuses
+    /// a range that overflows, so this only guards against a panic on a stored value.
     pub fn end(&self) -> u64 {
-        self.offset + self.len
+        self.offset.saturating_add(self.len)
     }
 }
 

@@ -241,6 +241,24 @@ impl Volume {
         }
     }
 
+    /// Committed-chunk rows of a block not yet put (in offset order).
+    pub fn chunk_rows(&self, b: BlockId) -> Result<Vec<ChunkInfo>, DnError> {
+        let prefix = block_key(b);
+        let mut out = Vec::new();
+        let it = self.db.iterator_cf(
+            cf(&self.db, CF_CHUNKS)?,
+            IteratorMode::From(&prefix, Direction::Forward),
+        );
+        for item in it {
+            let (k, v) = item?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            out.push(decode("chunk", &v)?);
+        }
+        Ok(out)
+    }
+
     pub fn put_chunk(
         &self,
         batch: &mut WriteBatch,

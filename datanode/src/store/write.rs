@@ -12,7 +12,7 @@ use rozone_types::BlockId;
 
 use super::{lock, ContainerStore};
 use crate::error::DnError;
-use crate::types::{ChunkInfo, ContainerState, Descriptor};
+use crate::types::{block_range_end, ChunkInfo, ContainerState, Descriptor};
 
 impl ContainerStore {
     /// The volume a write for `cid` goes to: the container's, or the one with most room
@@ -110,6 +110,17 @@ impl ContainerStore {
         }
         verify(block, chunk, data)?;
         let vi = self.ensure_open(block.container_id, pipeline, chunk.len, None)?;
+        let committed = self.committed_ranges(vi, block)?;
+        if committed.iter().any(|c| c == chunk) {
+            // A retry of a committed chunk: its bytes are the same, nothing to write.
+            return Ok(());
+        }
+        if let Some(c) = committed
+            .iter()
+            .find(|c| c.offset < chunk.end() && chunk.offset < c.end())
+        {
+            return Err(overwrite(block, chunk, c));
+        }
         let path = self.volumes[vi].block_file(block);
         let f = std::fs::OpenOptions::new()
             .create(true)
@@ -139,6 +150,7 @@ impl ContainerStore {
             volume: vi,
             path,
             file: Some(file),
+            installed: false,
         })
     }
 
@@ -171,9 +183,19 @@ impl ContainerStore {
         }
         drop(f);
         let vi = self.ensure_open(block.container_id, pipeline, chunk.len, Some(staged.volume))?;
+        // The staged file replaces the whole block file: only a block with nothing committed
+        // may take it (or the very same stream again, which changes nothing).
+        let committed = self.committed_ranges(vi, block)?;
+        if committed.len() == 1 && committed[0] == *chunk {
+            return Ok(());
+        }
+        if let Some(c) = committed.first() {
+            return Err(overwrite(block, chunk, c));
+        }
         let dest = self.volumes[vi].block_file(block);
         std::fs::rename(&staged.path, &dest)
             .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+        staged.installed = true;
         if self.sync {
             if let Some(p) = dest.parent() {
                 sync_dir(p);
@@ -194,8 +216,18 @@ impl ContainerStore {
         }
     }
 
+    /// Chunks of a block committed on this replica: its block record's, or the chunk rows of
+    /// a block not yet put. Their bytes are immutable.
+    fn committed_ranges(&self, vi: usize, block: BlockId) -> Result<Vec<ChunkInfo>, DnError> {
+        let v = &self.volumes[vi];
+        let mut out = v.get_block(block)?.map(|b| b.chunks).unwrap_or_default();
+        out.extend(v.chunk_rows(block)?);
+        Ok(out)
+    }
+
     /// Bytes of a block file as written (committed or not), for peers pulling them.
     pub fn read_raw(&self, block: BlockId, offset: u64, len: u64) -> Result<Vec<u8>, DnError> {
+        let end = block_range_end(&format!("block {block}"), offset, len)?;
         let (vi, _) = self.live(block.container_id)?;
         let path = self.volumes[vi].block_file(block);
         let f = std::fs::File::open(&path)
@@ -204,10 +236,7 @@ impl ContainerStore {
         f.read_exact_at(&mut buf, offset).map_err(|e| {
             DnError::new(
                 DnCode::OutOfRange,
-                format!(
-                    "block {block}: bytes [{offset}, {}) not present: {e}",
-                    offset + len
-                ),
+                format!("block {block}: bytes [{offset}, {end}) not present: {e}"),
             )
         })?;
         Ok(buf)
@@ -219,6 +248,8 @@ pub struct StagedFile {
     volume: usize,
     path: PathBuf,
     file: Option<std::fs::File>,
+    /// Renamed into place: nothing to remove.
+    installed: bool,
 }
 
 impl StagedFile {
@@ -234,10 +265,21 @@ impl StagedFile {
 
 impl Drop for StagedFile {
     fn drop(&mut self) {
-        if self.file.is_some() {
+        if !self.installed {
             super::volume::remove(&self.path);
         }
     }
+}
+
+/// The refusal of a write over committed bytes.
+fn overwrite(block: BlockId, chunk: &ChunkInfo, committed: &ChunkInfo) -> DnError {
+    DnError::invalid(format!(
+        "block {block}: [{}, {}) would overwrite committed bytes [{}, {}); committed bytes are immutable",
+        chunk.offset,
+        chunk.end(),
+        committed.offset,
+        committed.end()
+    ))
 }
 
 fn first(c: &ChunkInfo) -> u32 {
