@@ -129,6 +129,9 @@ impl StateDb {
     fn swap_in(&self, staged_db: &Path) -> io::Result<()> {
         let next = next_generation(&self.root)?;
         let next_path = self.root.join(&next);
+        // The staged files were synced one by one; their names are durable only once the
+        // staging directory is, before the rename that makes them the live database.
+        snapshot::sync_dir(staged_db)?;
         std::fs::rename(staged_db, &next_path)?;
         snapshot::sync_dir(&self.root)?;
         let new_db = Self::open_gen(&next_path, &self.cfs)?;

@@ -144,8 +144,22 @@ impl ContainerStore {
         }
         let dest = v.container_dir(cid);
         volume::remove(&dest);
+        if self.sync {
+            // The staged files were synced one by one; their names are durable once the
+            // staged directories are, before the rename that installs them.
+            volume::sync_dir(&staged.join("chunks"))?;
+            volume::sync_dir(staged)?;
+        }
         std::fs::rename(staged, &dest)
             .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+        if self.sync {
+            // The rename is durable before the descriptor that makes the replica live is
+            // written (and the import acknowledged). If not, the directory goes: no replica.
+            if let Err(e) = dest.parent().map_or(Ok(()), volume::sync_dir) {
+                volume::remove(&dest);
+                return Err(e);
+            }
+        }
         let mut batch = WriteBatch::default();
         if let Some((ovi, _)) = g.get(&cid).cloned() {
             if ovi != vi {

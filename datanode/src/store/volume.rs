@@ -295,6 +295,12 @@ impl Volume {
     }
 }
 
+/// Fsyncs a directory whose entries changed (a file or directory created, renamed in or
+/// out), so the change survives power loss: `rozone_raft::sync_dir`, the one "fsync dir".
+pub fn sync_dir(p: &Path) -> Result<(), DnError> {
+    rozone_raft::sync_dir(p).map_err(|e| DnError::io(&format!("fsync {}", p.display()), e))
+}
+
 /// Removes a file or directory tree, ignoring "not found".
 pub fn remove(p: &Path) {
     let r = if p.is_dir() {

@@ -4,12 +4,13 @@
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rozone_kv::rocksdb::WriteBatch;
 use rozone_types::codes::DnCode;
 use rozone_types::BlockId;
 
+use super::volume::{self, sync_dir};
 use super::{lock, ContainerStore};
 use crate::error::DnError;
 use crate::types::{block_range_end, ChunkInfo, ContainerState, Descriptor};
@@ -71,11 +72,21 @@ impl ContainerStore {
             check_writable(d)?;
             return Ok(*vi);
         }
-        let dir = self.volumes[vi].container_dir(cid).join("chunks");
+        let cdir = self.volumes[vi].container_dir(cid);
+        let dir = cdir.join("chunks");
         std::fs::create_dir_all(&dir)
             .map_err(|e| DnError::io(&format!("create {}", dir.display()), e))?;
         if self.sync {
-            sync_dir(dir.parent().and_then(Path::parent).unwrap_or(&dir));
+            // Both new entries (`<cid>` in `containers/`, `chunks` in `<cid>`) are durable
+            // before the descriptor is written; if not, no container: the directory goes.
+            let synced = sync_dir(&cdir).and_then(|()| match cdir.parent() {
+                Some(p) => sync_dir(p),
+                None => Ok(()),
+            });
+            if let Err(e) = synced {
+                volume::remove(&cdir);
+                return Err(e);
+            }
         }
         tracing::info!(
             container_id = cid,
@@ -122,6 +133,7 @@ impl ContainerStore {
             return Err(overwrite(block, chunk, c));
         }
         let path = self.volumes[vi].block_file(block);
+        let fresh = !path.exists();
         let f = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
@@ -133,6 +145,15 @@ impl ContainerStore {
         if self.sync {
             f.sync_data()
                 .map_err(|e| DnError::io(&format!("sync {}", path.display()), e))?;
+            if fresh {
+                // A new block file: its name is durable before the write is acknowledged.
+                // If not, the file goes, so a retry creates (and syncs) it again.
+                if let Err(e) = path.parent().map_or(Ok(()), sync_dir) {
+                    drop(f);
+                    volume::remove(&path);
+                    return Err(e);
+                }
+            }
         }
         self.remember(block, chunk.offset, chunk.len, first(chunk));
         Ok(())
@@ -197,8 +218,11 @@ impl ContainerStore {
             .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
         staged.installed = true;
         if self.sync {
-            if let Some(p) = dest.parent() {
-                sync_dir(p);
+            // The rename is durable before the stream is acknowledged; if not, the block
+            // file goes (nothing was committed in it: checked above).
+            if let Err(e) = dest.parent().map_or(Ok(()), sync_dir) {
+                volume::remove(&dest);
+                return Err(e);
             }
         }
         self.remember(block, 0, chunk.len, first(chunk));
@@ -266,7 +290,7 @@ impl StagedFile {
 impl Drop for StagedFile {
     fn drop(&mut self) {
         if !self.installed {
-            super::volume::remove(&self.path);
+            volume::remove(&self.path);
         }
     }
 }
@@ -311,11 +335,5 @@ fn check_writable(d: &Descriptor) -> Result<(), DnError> {
             DnCode::ClosedContainerIo,
             format!("container {} is {s:?}: no more writes", d.id),
         )),
-    }
-}
-
-fn sync_dir(p: &Path) {
-    if let Ok(f) = std::fs::File::open(p) {
-        let _ = f.sync_all();
     }
 }
