@@ -10,6 +10,7 @@ use rozone_types::checksum::{ChecksumData, ChecksumType};
 use rozone_types::{BlockId, Invalid};
 
 use crate::error::DnError;
+use crate::store::digest::{ContentDigest, DIGEST_VERSION};
 use crate::store::read::Segment;
 use crate::types::{
     block_range_end, check_layout, BlockData, ChunkInfo, ContainerState, Descriptor, Member,
@@ -141,6 +142,8 @@ impl Descriptor {
             origin_pipeline_id: self.origin_pipeline,
             checksum: self.checksum.clone(),
             data_dir: data_dir.to_string(),
+            content_digest: self.digest.sum,
+            digest_version: DIGEST_VERSION.into(),
         }
     }
 
@@ -156,6 +159,8 @@ impl Descriptor {
             used_bytes: d.used_bytes,
             origin_pipeline: d.origin_pipeline_id,
             checksum: d.checksum,
+            // Recomputed from the blocks by whoever installs the replica.
+            digest: ContentDigest::default(),
         })
     }
 

@@ -96,6 +96,11 @@ pub struct Descriptor {
     pub used_bytes: u64,
     pub origin_pipeline: PipelineId,
     pub checksum: String,
+    /// Block count and content digest of the committed blocks. Not part of the stored
+    /// descriptor's encoding (its shape must not change): stored beside it, in the same
+    /// write batch, as its own versioned record.
+    #[serde(skip)]
+    pub digest: ContentDigest,
 }
 
 impl Descriptor {
@@ -108,8 +113,17 @@ impl Descriptor {
             used_bytes: 0,
             origin_pipeline: pipeline,
             checksum: String::new(),
+            digest: ContentDigest::default(),
         }
     }
+}
+
+/// Block count and content digest of one replica's committed blocks (the rule and the stored
+/// record are [`crate::store::digest`]'s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContentDigest {
+    pub block_count: u64,
+    pub sum: u64,
 }
 
 /// A member of a pipeline.

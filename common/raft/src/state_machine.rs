@@ -173,8 +173,9 @@ fn next_generation(root: &Path) -> io::Result<String> {
     Ok(format!("gen-{}", max + 1))
 }
 
-/// Reads the applied log id and membership recorded in a state database.
-pub(crate) fn read_applied(db: &DB) -> io::Result<(Option<LogId>, StoredMembership)> {
+/// Reads the applied log id and membership recorded in a state database (an application's
+/// [`StateMachineLogic::on_load`] uses it to see how far an installed snapshot reaches).
+pub fn read_applied(db: &DB) -> io::Result<(Option<LogId>, StoredMembership)> {
     let h = cf(db, CF_RAFT_META)?;
     let applied = match db.get_cf(h, KEY_APPLIED).map_err(io::Error::other)? {
         Some(b) => decode(&b)?,

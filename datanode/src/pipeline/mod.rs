@@ -282,6 +282,7 @@ impl Pipelines {
             pipeline_id: f.id,
             store: self.store.clone(),
             state: state.clone(),
+            applied: None,
         };
         let hook = Arc::new(follower::WriteStageHook {
             pipeline_id: f.id,
