@@ -10,9 +10,9 @@ use rozone_proto::datanode::ContainerState;
 use rozone_proto::scm as spb;
 use rozone_types::codes::DnCode;
 
-/// Fails on 00e069b: with every listed directory's fsync failing, the WriteChunk to a new
-/// container, the WriteChunk of a new block file, the stream and the import were all
-/// acknowledged (the directory fsyncs were missing, or their errors ignored).
+/// Fails on 00e069b: with `containers/`'s fsync failing, the WriteChunk that created
+/// container 1 was acknowledged (`unwrap_err` on `Ok`): the parent directories were not
+/// fsynced, and the one dir fsync there ignored its errors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_streams_and_imports_fsync_every_changed_directory_before_acknowledging() {
     let mut c = Cluster::start_with(1, |cfg| cfg.datanode.sync_writes = true).await;

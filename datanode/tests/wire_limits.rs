@@ -41,9 +41,10 @@ fn pull(offset: u64, len: u64) -> pb::PullChunkRequest {
 /// with a stable code, nothing stored, and the datanode keeps serving.
 ///
 /// Fails on 00e069b: `PullChunk{offset: u64::MAX-1}` overflowed while formatting its error
-/// and the worker panicked (INTERNAL "worker failed"; the daemon's panic hook exits the
-/// process); a WriteChunk or PushChunk at offset 2^40 was accepted (a 1 TiB sparse block
-/// file); `ReadChunk{len: 0}` on a 33 MiB streamed block answered with all of it.
+/// and the worker panicked (INTERNAL "worker failed: ... attempt to add with overflow"; in
+/// the daemon the panic hook exits the process). The old code had no block-size cap on
+/// WriteChunk/PushChunk offsets and no read cap for `len: 0` either (read, not run: the
+/// test stops at the first failure).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_wire_offset_and_length_is_checked_and_the_datanode_keeps_serving() {
     let c = Cluster::start(1).await;
@@ -161,9 +162,9 @@ async fn every_wire_offset_and_length_is_checked_and_the_datanode_keeps_serving(
 /// changes nothing: every replica still reads the committed bytes. Re-sending the very
 /// same chunk (a client retry) is still accepted.
 ///
-/// Fails on 00e069b: the WriteChunk over the committed chunk was accepted and overwrote its
-/// bytes on every member; the block record kept the old checksums, so the next read failed
-/// verification (CHECKSUM_MISMATCH) and marked the container UNHEALTHY on every replica.
+/// Fails on 00e069b: the WriteChunk over the committed chunk was accepted (`unwrap_err` on
+/// `Ok`) and overwrote its bytes on every member, whose block record kept the old checksums
+/// (the next read fails verification and marks the replica UNHEALTHY).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_write_over_committed_bytes_is_refused_and_every_replica_stays_readable() {
     let c = Cluster::start(3).await;

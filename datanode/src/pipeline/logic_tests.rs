@@ -169,8 +169,8 @@ fn store_reopens_and_marks_damaged_containers_unhealthy() {
 /// A well-formed PutBlock naming chunks this replica never committed (the leader checked
 /// them) means the replica is short: it is marked UNHEALTHY, never silently refused.
 ///
-/// Fails on 00e069b: the entry was refused as INVALID_ARGUMENT and the container stayed
-/// OPEN, so a later CloseContainer closed the short replica at the full BCSID.
+/// Fails on 00e069b: the entry was refused as INVALID_ARGUMENT ("chunk [3000, 3100) was
+/// never written") and the container stayed OPEN, for a later close to stamp.
 #[test]
 fn a_put_block_whose_chunks_this_replica_lacks_marks_the_container_unhealthy() {
     let d = tempfile::tempdir().unwrap();
