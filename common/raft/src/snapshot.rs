@@ -229,13 +229,6 @@ impl SnapshotStore {
         if dest.exists() {
             remove_path(&dest);
         }
-        // The built directory's entries (its files, its manifest's rename) are durable
-        // before the rename that publishes it.
-        let db = built.join(DB_DIR);
-        if db.is_dir() {
-            sync_dir(&db)?;
-        }
-        sync_dir(built)?;
         std::fs::rename(built, &dest)?;
         sync_dir(&self.root)?;
         let cp = Checkpoint {
