@@ -1,24 +1,14 @@
 //! Wire ↔ domain conversions at the edge of the SCM's services. Incoming messages are
 //! checked here: a missing or invalid field is an [`Invalid`] naming it, which the services
-//! answer with `INVALID_ARGUMENT` before anything changes.
+//! answer with `INVALID_ARGUMENT` (through [`crate::error::ScmError`]) before anything changes.
 
 use rozone_proto::scm as pb;
 
 use crate::cluster::nodes::{Datanode, NodeHealth, NodeUsage};
 use crate::cluster::replicas::{ReplicaReport, ReplicaState};
 use crate::cluster::replication::Verdict;
+use crate::error::Invalid;
 use crate::state::{ContainerInfo, ContainerState, PipelineState};
-
-/// A request field that is missing or invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Invalid(pub String);
-
-impl From<Invalid> for tonic::Status {
-    fn from(e: Invalid) -> Self {
-        tonic::Status::invalid_argument(e.0)
-    }
-}
 
 fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
     if ok {

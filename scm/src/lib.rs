@@ -16,6 +16,7 @@
 pub mod cluster;
 pub mod config;
 pub mod convert;
+pub mod error;
 pub mod health;
 pub mod join;
 pub mod leader;

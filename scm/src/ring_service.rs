@@ -1,5 +1,6 @@
 //! The `ScmRing` gRPC service on the SCM client port: ring info, checkpoint preparation for
-//! a joining SCM, and adding a member. One mapping from our errors to `tonic::Status`.
+//! a joining SCM, and adding a member. Refusals go out through the one mapping of
+//! [`ScmError`].
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,9 +11,10 @@ use rozone_proto::scm::{
     AddMemberReply, AddMemberRequest, PrepareCheckpointReply, PrepareCheckpointRequest,
     RingInfoReply, RingInfoRequest, RingMember,
 };
-use rozone_raft::{NodeInfo, RaftGroup, RaftGroupError};
+use rozone_raft::{NodeInfo, RaftGroup};
 use tonic::{Request, Response, Status};
 
+use crate::error::{Invalid, ScmError};
 use crate::state::ScmLogic;
 
 /// Metadata key carrying the leader's client address on a `NotLeader` refusal (the shared
@@ -27,11 +29,6 @@ pub struct RingService {
     pub group: Arc<RaftGroup<ScmLogic>>,
     /// Advertised address of this node's checkpoint download service.
     pub checkpoint_addr: String,
-}
-
-/// The one mapping of Raft-layer errors to gRPC status for the SCM's services.
-pub fn status(e: RaftGroupError) -> Status {
-    crate::leader::raft_error(e)
 }
 
 /// The ring as this member sees it, with each member's role.
@@ -91,11 +88,11 @@ impl ScmRing for RingService {
     ) -> Result<Response<PrepareCheckpointReply>, Status> {
         let g = &self.group;
         // Everything applied now must be inside the checkpoint the joining SCM gets.
-        g.read_barrier().await.map_err(status)?;
-        let applied_index = g.snapshot_now(WAIT).await.map_err(status)?;
+        g.read_barrier().await.map_err(ScmError::from)?;
+        let applied_index = g.snapshot_now(WAIT).await.map_err(ScmError::from)?;
         let id = g
             .snapshot_id()
-            .ok_or_else(|| Status::internal("checkpoint built but not kept"))?;
+            .ok_or_else(|| ScmError::Internal("checkpoint built but not kept".into()))?;
         Ok(Response::new(PrepareCheckpointReply {
             snapshot_id: id,
             applied_index,
@@ -109,27 +106,33 @@ impl ScmRing for RingService {
     ) -> Result<Response<AddMemberReply>, Status> {
         let r = req.into_inner();
         if r.id == 0 || r.peer_addr.is_empty() || r.client_addr.is_empty() {
-            return Err(Status::invalid_argument(
-                "AddMember needs id (> 0), peer_addr and client_addr",
-            ));
+            return Err(ScmError::from(Invalid(
+                "AddMember needs id (> 0), peer_addr and client_addr".into(),
+            ))
+            .into());
         }
         let g = &self.group;
         if !g.is_ready_leader() {
-            return Err(status(g.not_leader_error()));
+            return Err(ScmError::from(g.not_leader_error()).into());
         }
         let m = g.metrics();
         if let Some(n) = m.membership_config.membership().get_node(&r.id) {
             if n.peer_addr != r.peer_addr {
-                return Err(Status::already_exists(format!(
+                return Err(ScmError::AlreadyExists(format!(
                     "SCM {} is already a member at {}",
                     r.id, n.peer_addr
-                )));
+                ))
+                .into());
             }
         }
         let info = NodeInfo::new(r.peer_addr, r.client_addr);
         // Learner first: it must catch up (blocking) before it may vote.
-        g.add_learner(r.id, info, true).await.map_err(status)?;
-        g.promote(BTreeSet::from([r.id])).await.map_err(status)?;
+        g.add_learner(r.id, info, true)
+            .await
+            .map_err(ScmError::from)?;
+        g.promote(BTreeSet::from([r.id]))
+            .await
+            .map_err(ScmError::from)?;
         tracing::info!(member = r.id, "SCM added to the ring");
         Ok(Response::new(AddMemberReply {}))
     }

@@ -7,7 +7,7 @@
 //! [`ClusterState`]. The in-memory state belongs to one leader term: the first call in a new
 //! term replaces it with an empty one and invalidates the id batches, so nothing a previous
 //! leadership knew (or handed out) is trusted. Only a ready leader answers; a follower
-//! refuses with `rozone_raft::status::raft_status("SCM", ..)`.
+//! refuses with [`ScmError::Raft`] (not the leader, with a hint).
 
 pub mod background;
 pub mod blocks;
@@ -21,18 +21,14 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use rozone_proto::scm::scm_command::Command;
 use rozone_proto::scm::CloseContainerCommand;
-use rozone_raft::{RaftGroup, RaftGroupError};
-use tonic::Status;
+use rozone_raft::RaftGroup;
 
 use crate::cluster::ClusterState;
 use crate::config::ScmSection;
+use crate::error::ScmError;
 use crate::state::{
-    read, ContainerEvent, ContainerInfo, ScmLogic, ScmRequest, ScmResponse, SequenceIdError,
-    SequenceIdGenerator,
+    read, ContainerEvent, ContainerInfo, ScmLogic, ScmRequest, ScmResponse, SequenceIdGenerator,
 };
-
-/// The ring's name in refusals.
-pub const SERVICE_NAME: &str = "SCM";
 
 /// Counters kept across leader terms, for `/metrics`.
 #[derive(Debug, Default)]
@@ -70,27 +66,6 @@ pub struct ScmCore {
     pub alloc: tokio::sync::Mutex<()>,
 }
 
-/// The one mapping of Raft-layer errors for the SCM's services.
-pub fn raft_error(e: RaftGroupError) -> Status {
-    rozone_raft::status::raft_status(SERVICE_NAME, e)
-}
-
-/// A replicated write was refused by the state machine (same answer on every member).
-pub fn refused(what: &str, r: &ScmResponse) -> Status {
-    Status::failed_precondition(format!("{what}: refused by the SCM state: {r:?}"))
-}
-
-pub fn storage_error(e: std::io::Error) -> Status {
-    Status::internal(format!("SCM state database: {e}"))
-}
-
-pub fn id_error(e: SequenceIdError<RaftGroupError>) -> Status {
-    match e {
-        SequenceIdError::Propose { source, .. } => raft_error(source),
-        other => Status::unavailable(other.to_string()),
-    }
-}
-
 /// Milliseconds since the Unix epoch (stamped before proposing, never in apply).
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -118,9 +93,9 @@ impl ScmCore {
 
     /// Checks that this node is the ready leader and returns its in-memory state, fresh
     /// if the term changed since it was last used.
-    pub fn lead(&self) -> Result<MutexGuard<'_, ClusterState>, Status> {
+    pub fn lead(&self) -> Result<MutexGuard<'_, ClusterState>, ScmError> {
         if !self.group.is_ready_leader() {
-            return Err(raft_error(self.group.not_leader_error()));
+            return Err(self.group.not_leader_error().into());
         }
         let term = self.group.metrics().current_term;
         let mut m = self.lock();
@@ -140,17 +115,17 @@ impl ScmCore {
         (m.term == term && self.group.is_ready_leader()).then(|| f(&m))
     }
 
-    pub async fn write(&self, req: ScmRequest) -> Result<ScmResponse, Status> {
-        self.group.write(req).await.map_err(raft_error)
+    pub async fn write(&self, req: ScmRequest) -> Result<ScmResponse, ScmError> {
+        Ok(self.group.write(req).await?)
     }
 
-    pub fn container(&self, id: u64) -> Result<Option<ContainerInfo>, Status> {
-        read::container(&self.group.db(), id).map_err(storage_error)
+    pub fn container(&self, id: u64) -> Result<Option<ContainerInfo>, ScmError> {
+        Ok(read::container(&self.group.db(), id)?)
     }
 
     /// OPEN → CLOSING, then a close command to every live member of its pipeline and every
     /// datanode holding a replica. Returns the state after the call.
-    pub async fn finalize_container(&self, id: u64, why: &str) -> Result<ScmResponse, Status> {
+    pub async fn finalize_container(&self, id: u64, why: &str) -> Result<ScmResponse, ScmError> {
         let r = self
             .write(ScmRequest::UpdateContainer {
                 id,
@@ -167,12 +142,11 @@ impl ScmCore {
 
     /// Queues close commands for container `id` to its pipeline members and replica holders
     /// (skipping datanodes that already have the same command waiting).
-    pub fn send_close_commands(&self, id: u64, force: bool) -> Result<(), Status> {
+    pub fn send_close_commands(&self, id: u64, force: bool) -> Result<(), ScmError> {
         let Some(c) = self.container(id)? else {
             return Ok(());
         };
-        let members = read::pipeline(&self.group.db(), c.pipeline_id)
-            .map_err(storage_error)?
+        let members = read::pipeline(&self.group.db(), c.pipeline_id)?
             .map(|p| p.members)
             .unwrap_or_default();
         let mut m = self.lead()?;

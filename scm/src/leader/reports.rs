@@ -9,13 +9,13 @@ use std::time::Instant;
 
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
-use tonic::Status;
 
-use super::{storage_error, Counters, ScmCore};
+use super::{Counters, ScmCore};
 use crate::cluster::commands::Sent;
 use crate::cluster::nodes::{Datanode, Heard};
 use crate::cluster::replicas::{ReplicaReport, ReplicaState};
-use crate::convert::{self, Invalid};
+use crate::convert;
+use crate::error::{Invalid, ScmError};
 use crate::state::{read, ContainerEvent, ContainerInfo, ContainerState, ScmRequest};
 
 /// What one replica report asks of the SCM.
@@ -144,7 +144,7 @@ fn check_beat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
 }
 
 impl ScmCore {
-    pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, Status> {
+    pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, ScmError> {
         let details = r
             .datanode
             .as_ref()
@@ -159,9 +159,9 @@ impl ScmCore {
             .as_ref()
             .map(convert::node_usage)
             .unwrap_or_default();
-        let cluster_id = read::cluster_id(&self.group.db())
-            .map_err(storage_error)?
-            .ok_or_else(|| Status::failed_precondition("the SCM ring has no cluster id yet"))?;
+        let cluster_id = read::cluster_id(&self.group.db())?.ok_or_else(|| {
+            ScmError::FailedPrecondition("the SCM ring has no cluster id yet".into())
+        })?;
         let id = dn.id;
         {
             let mut m = self.lead()?;
@@ -194,7 +194,7 @@ impl ScmCore {
         }
     }
 
-    pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, Status> {
+    pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, ScmError> {
         let b = check_beat(&r)?;
         let mut txns_done = Vec::new();
         {
@@ -266,7 +266,7 @@ impl ScmCore {
     }
 
     /// Applies what each reported replica implies for its container.
-    async fn react_all(&self, dn: u64, reports: &[ReplicaReport]) -> Result<(), Status> {
+    async fn react_all(&self, dn: u64, reports: &[ReplicaReport]) -> Result<(), ScmError> {
         let size = self.cfg.container_size.as_u64();
         for r in reports {
             // A few rounds: a replica that reports CLOSED of an OPEN container first
@@ -294,7 +294,7 @@ impl ScmCore {
     }
 
     /// Returns whether the container's state changed (so the report is judged again).
-    async fn enact(&self, dn: u64, c: &ContainerInfo, x: Reaction) -> Result<bool, Status> {
+    async fn enact(&self, dn: u64, c: &ContainerInfo, x: Reaction) -> Result<bool, ScmError> {
         match x {
             Reaction::Usage {
                 used_bytes,
@@ -360,11 +360,10 @@ impl ScmCore {
         &self,
         dn: u64,
         reports: &[pb::PipelineReport],
-    ) -> Result<(), Status> {
+    ) -> Result<(), ScmError> {
         let db = self.group.db();
         for p in reports {
-            let open = read::pipeline(&db, p.pipeline_id)
-                .map_err(storage_error)?
+            let open = read::pipeline(&db, p.pipeline_id)?
                 .is_some_and(|x| x.state == crate::state::PipelineState::Open);
             if !open {
                 let cmd = Command::ClosePipeline(pb::ClosePipelineCommand {

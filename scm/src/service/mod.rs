@@ -23,14 +23,22 @@ impl ScmDatanode for DatanodeService {
         &self,
         req: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterReply>, Status> {
-        self.0.register(req.into_inner()).await.map(Response::new)
+        self.0
+            .register(req.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn heartbeat(
         &self,
         req: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
-        self.0.heartbeat(req.into_inner()).await.map(Response::new)
+        self.0
+            .heartbeat(req.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 }
 
@@ -46,6 +54,7 @@ impl ScmBlock for BlockService {
             .allocate_blocks(req.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn delete_blocks(
@@ -56,5 +65,6 @@ impl ScmBlock for BlockService {
             .delete_blocks(req.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 }
