@@ -2,13 +2,17 @@
 //! checked here: a missing or invalid field is an [`Invalid`] naming it, which the services
 //! answer with `INVALID_ARGUMENT` (through [`crate::error::ScmError`]) before anything changes.
 
+use std::collections::BTreeSet;
+
 use rozone_proto::scm as pb;
+use rozone_raft::RaftGroup;
 
 use crate::cluster::nodes::{Datanode, NodeHealth, NodeUsage};
 use crate::cluster::replicas::{ReplicaReport, ReplicaState};
 use crate::cluster::replication::Verdict;
+use crate::cluster::ClusterState;
 use crate::error::Invalid;
-use crate::state::{ContainerInfo, ContainerState, PipelineState};
+use crate::state::{ContainerInfo, ContainerState, PipelineInfo, PipelineState, ScmLogic};
 
 fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
     if ok {
@@ -195,6 +199,69 @@ pub fn verdict(v: Verdict) -> pb::ReplicationHealth {
         Verdict::OverReplicated => pb::ReplicationHealth::ReplicationOverReplicated,
         Verdict::Missing => pb::ReplicationHealth::ReplicationMissing,
         Verdict::NotChecked => pb::ReplicationHealth::ReplicationNotChecked,
+    }
+}
+
+/// The wire form of a pipeline, with member addresses from the registry (a member the
+/// leader does not know yet is listed by id only) and the reported leader.
+pub fn pipeline(p: &PipelineInfo, m: &ClusterState) -> pb::Pipeline {
+    pb::Pipeline {
+        id: p.id,
+        members: p
+            .members
+            .iter()
+            .map(|d| match m.nodes.get(*d) {
+                Some(n) => datanode_details(&n.details),
+                None => pb::DatanodeDetails {
+                    id: *d,
+                    ..Default::default()
+                },
+            })
+            .collect(),
+        leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
+        state: pipeline_state(p.state) as i32,
+    }
+}
+
+/// The ring as this member sees it, with each member's role.
+pub fn ring_info(group: &RaftGroup<ScmLogic>) -> pb::RingInfoReply {
+    let m = group.metrics();
+    let membership = m.membership_config.membership();
+    let voters: BTreeSet<u64> = membership.voter_ids().collect();
+    let me = group.node_id();
+    let my_role = format!("{:?}", m.state).to_uppercase();
+    let members = membership
+        .nodes()
+        .map(|(id, n)| pb::RingMember {
+            id: *id,
+            peer_addr: n.peer_addr.clone(),
+            client_addr: n.client_addr.clone(),
+            voter: voters.contains(id),
+            role: if *id == me {
+                my_role.clone()
+            } else if m.current_leader == Some(*id) {
+                "LEADER".to_string()
+            } else if !voters.contains(id) {
+                "LEARNER".to_string()
+            } else if m.current_leader.is_some() {
+                "FOLLOWER".to_string()
+            } else {
+                "UNKNOWN".to_string()
+            },
+        })
+        .collect();
+    let leader_client_addr = m
+        .current_leader
+        .and_then(|id| membership.get_node(&id))
+        .map(|n| n.client_addr.clone())
+        .unwrap_or_default();
+    pb::RingInfoReply {
+        node_id: me,
+        leader_id: m.current_leader,
+        leader_client_addr,
+        leader_ready: rozone_raft::leader_ready(&m),
+        members,
+        role: my_role,
     }
 }
 

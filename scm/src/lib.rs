@@ -20,8 +20,8 @@ pub mod error;
 pub mod health;
 pub mod join;
 pub mod leader;
-pub mod ring;
-pub mod ring_service;
+pub mod node;
+pub mod server;
 pub mod service;
 pub mod state;
 
@@ -57,13 +57,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     tokio::fs::create_dir_all(&node.data_dir)
         .await
         .with_context(|| format!("create data dir {}", node.data_dir.display()))?;
-    let ring = ring::Ring::start(&config).await?;
+    let ring = server::ScmServer::start(&config).await?;
     let http_stop = CancellationToken::new();
     let served = rozone_telemetry::http::serve_http(
         http.addr,
         std::sync::Arc::new(health::ScmHealth {
             group: ring.group.clone(),
-            core: ring.core.clone(),
+            node: ring.node.clone(),
         }),
         http_stop.clone(),
     )

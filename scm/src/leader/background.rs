@@ -11,11 +11,11 @@ use rozone_proto::scm::scm_command::Command;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::ScmCore;
 use crate::cluster::nodes::NodeHealth;
 use crate::cluster::replication;
 use crate::cluster::safemode::{self, SafeModeEval, SafeModeInput};
 use crate::error::ScmError;
+use crate::node::ScmNode;
 use crate::state::{read, ContainerState};
 
 /// Most deleted-block transactions sent per pass.
@@ -26,7 +26,7 @@ pub fn tick_interval(stale_after: Duration) -> Duration {
     (stale_after / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
 }
 
-pub fn spawn(core: Arc<ScmCore>, stop: CancellationToken) -> JoinHandle<()> {
+pub fn spawn(core: Arc<ScmNode>, stop: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(tick_interval(core.cfg.datanode_stale_after));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -48,7 +48,7 @@ pub fn spawn(core: Arc<ScmCore>, stop: CancellationToken) -> JoinHandle<()> {
     })
 }
 
-impl ScmCore {
+impl ScmNode {
     async fn tick(
         &self,
         last_rm: &mut Option<(u64, Instant)>,

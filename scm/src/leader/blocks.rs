@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rozone_proto::scm as pb;
 
-use super::{now_ms, Counters, ScmCore};
+use crate::convert;
 use crate::error::{Invalid, ScmError};
+use crate::node::{now_ms, Counters, ScmNode};
 use crate::state::{
     read, ContainerInfo, ContainerState, PipelineInfo, PipelineState, ReplicationFactor,
     ScmRequest, ScmResponse, SEQ_CONTAINER_ID, SEQ_DEL_TXN_ID, SEQ_LOCAL_ID,
@@ -23,7 +24,7 @@ pub const MAX_BLOCKS_PER_CALL: u32 = 1000;
 /// Most blocks one DeleteBlocks call may carry.
 pub const MAX_DELETES_PER_CALL: usize = 100_000;
 
-impl ScmCore {
+impl ScmNode {
     pub async fn allocate_blocks(
         &self,
         r: pb::AllocateBlockRequest,
@@ -71,7 +72,7 @@ impl ScmCore {
                 let used = m.allocated.entry(c.id).or_insert(c.used_bytes);
                 *used += size;
                 let full = used.saturating_add(block_size) > self.cfg.container_size.as_u64();
-                (self.pipeline_pb(&p, &m), full)
+                (convert::pipeline(&p, &m), full)
             };
             blocks.push(pb::AllocatedBlock {
                 block_id: Some(pb::BlockId {

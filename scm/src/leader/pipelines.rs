@@ -8,10 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
 
-use super::{Counters, ScmCore};
 use crate::cluster::nodes::NodeHealth;
 use crate::convert;
 use crate::error::ScmError;
+use crate::node::{Counters, ScmNode};
 use crate::state::types::PIPELINE_MEMBERS;
 use crate::state::{
     read, ContainerState, PipelineInfo, PipelineState, ScmRequest, ScmResponse, SEQ_PIPELINE_ID,
@@ -61,7 +61,7 @@ pub fn plan_pipelines(
     }
 }
 
-impl ScmCore {
+impl ScmNode {
     /// Opens as many pipelines as the healthy datanodes allow.
     pub async fn create_pipelines(&self) -> Result<Vec<u64>, ScmError> {
         let _alloc = self.alloc.lock().await;
@@ -199,27 +199,6 @@ impl ScmCore {
                 .await?;
         }
         Ok(())
-    }
-
-    /// The wire form of a pipeline, with member addresses from the registry (a member the
-    /// leader does not know yet is listed by id only) and the reported leader.
-    pub fn pipeline_pb(&self, p: &PipelineInfo, m: &crate::cluster::ClusterState) -> pb::Pipeline {
-        pb::Pipeline {
-            id: p.id,
-            members: p
-                .members
-                .iter()
-                .map(|d| match m.nodes.get(*d) {
-                    Some(n) => convert::datanode_details(&n.details),
-                    None => pb::DatanodeDetails {
-                        id: *d,
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
-            state: convert::pipeline_state(p.state) as i32,
-        }
     }
 }
 

@@ -10,12 +10,12 @@ use std::time::Instant;
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
 
-use super::{Counters, ScmCore};
 use crate::cluster::commands::Sent;
 use crate::cluster::nodes::{Datanode, Heard};
 use crate::cluster::replicas::{ReplicaReport, ReplicaState};
 use crate::convert;
 use crate::error::{Invalid, ScmError};
+use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerEvent, ContainerInfo, ContainerState, ScmRequest};
 
 /// What one replica report asks of the SCM.
@@ -143,7 +143,7 @@ fn check_beat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
     })
 }
 
-impl ScmCore {
+impl ScmNode {
     pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, ScmError> {
         let details = r
             .datanode

@@ -9,7 +9,6 @@ use std::time::Instant;
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
 
-use super::{Counters, ScmCore};
 use crate::cluster::nodes::NodeHealth;
 use crate::cluster::replicas::ReplicaState;
 use crate::cluster::replication::{
@@ -18,6 +17,7 @@ use crate::cluster::replication::{
 use crate::cluster::{ClusterState, Inflight};
 use crate::convert;
 use crate::error::ScmError;
+use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerInfo, ContainerState};
 
 /// Ids listed per problem kind in the status.
@@ -79,7 +79,7 @@ pub fn judge(m: &ClusterState, c: &ContainerInfo) -> (Decision, Vec<ReplicaView>
     )
 }
 
-impl ScmCore {
+impl ScmNode {
     pub async fn run_replication_manager(&self) -> Result<(), ScmError> {
         let started = Instant::now();
         let containers = read::containers(&self.group.db(), None)?;

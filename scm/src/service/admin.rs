@@ -11,7 +11,8 @@ use tonic::{Request, Response, Status};
 use crate::cluster::replication::Verdict;
 use crate::convert;
 use crate::error::{Invalid, ScmError};
-use crate::leader::{rm, ScmCore};
+use crate::leader::rm;
+use crate::node::ScmNode;
 use crate::state::{read, ContainerState, ScmResponse};
 
 /// Default and largest page of ListContainers.
@@ -19,7 +20,7 @@ pub const DEFAULT_LIST_LIMIT: u32 = 100;
 pub const MAX_LIST_LIMIT: u32 = 1000;
 const TRANSFER_WAIT: Duration = Duration::from_secs(30);
 
-pub struct AdminService(pub Arc<ScmCore>);
+pub struct AdminService(pub Arc<ScmNode>);
 
 fn need_id(id: u64, what: &str) -> Result<u64, ScmError> {
     if id == 0 {
@@ -34,7 +35,7 @@ impl ScmAdmin for AdminService {
         &self,
         _req: Request<pb::RingInfoRequest>,
     ) -> Result<Response<pb::RingInfoReply>, Status> {
-        Ok(Response::new(crate::ring_service::ring_info(&self.0.group)))
+        Ok(Response::new(convert::ring_info(&self.0.group)))
     }
 
     async fn transfer_leader(
@@ -230,7 +231,7 @@ impl ScmAdmin for AdminService {
             .iter()
             .filter(|p| state.is_none_or(|s| p.state == s))
             .map(|p| pb::PipelineStatus {
-                pipeline: Some(self.0.pipeline_pb(p, &m)),
+                pipeline: Some(convert::pipeline(p, &m)),
                 open_containers: open.iter().filter(|c| c.pipeline_id == p.id).count() as u32,
             })
             .collect();

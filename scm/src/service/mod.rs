@@ -1,10 +1,11 @@
-//! The SCM's gRPC services on the client port, thin over [`crate::leader::ScmCore`]:
+//! The SCM's gRPC services on the client port, thin over [`crate::node::ScmNode`]:
 //! `ScmDatanode` (register, heartbeat), `ScmBlock` (allocate, delete blocks) and `ScmAdmin`.
 //! Errors reach the wire through one mapping: Raft refusals via `raft_status("SCM", ..)`,
 //! bad fields as `INVALID_ARGUMENT`, unknown ids as `NOT_FOUND`, wrong states as
 //! `FAILED_PRECONDITION`.
 
 pub mod admin;
+pub mod ring;
 
 use std::sync::Arc;
 
@@ -13,9 +14,9 @@ use rozone_proto::scm::scm_block_server::ScmBlock;
 use rozone_proto::scm::scm_datanode_server::ScmDatanode;
 use tonic::{Request, Response, Status};
 
-use crate::leader::ScmCore;
+use crate::node::ScmNode;
 
-pub struct DatanodeService(pub Arc<ScmCore>);
+pub struct DatanodeService(pub Arc<ScmNode>);
 
 #[tonic::async_trait]
 impl ScmDatanode for DatanodeService {
@@ -42,7 +43,7 @@ impl ScmDatanode for DatanodeService {
     }
 }
 
-pub struct BlockService(pub Arc<ScmCore>);
+pub struct BlockService(pub Arc<ScmNode>);
 
 #[tonic::async_trait]
 impl ScmBlock for BlockService {

@@ -9,17 +9,14 @@ use std::time::Duration;
 use rozone_proto::scm::scm_ring_server::ScmRing;
 use rozone_proto::scm::{
     AddMemberReply, AddMemberRequest, PrepareCheckpointReply, PrepareCheckpointRequest,
-    RingInfoReply, RingInfoRequest, RingMember,
+    RingInfoReply, RingInfoRequest,
 };
 use rozone_raft::{NodeInfo, RaftGroup};
 use tonic::{Request, Response, Status};
 
+use crate::convert;
 use crate::error::{Invalid, ScmError};
 use crate::state::ScmLogic;
-
-/// Metadata key carrying the leader's client address on a `NotLeader` refusal (the shared
-/// key of `rozone_rpc`).
-pub use rozone_rpc::LEADER_HINT;
 
 /// How long a leader waits for a checkpoint to be built, and for a joining member to catch
 /// up before it becomes a voter.
@@ -31,55 +28,13 @@ pub struct RingService {
     pub checkpoint_addr: String,
 }
 
-/// The ring as this member sees it, with each member's role.
-pub fn ring_info(group: &RaftGroup<ScmLogic>) -> RingInfoReply {
-    let m = group.metrics();
-    let membership = m.membership_config.membership();
-    let voters: BTreeSet<u64> = membership.voter_ids().collect();
-    let me = group.node_id();
-    let my_role = format!("{:?}", m.state).to_uppercase();
-    let members = membership
-        .nodes()
-        .map(|(id, n)| RingMember {
-            id: *id,
-            peer_addr: n.peer_addr.clone(),
-            client_addr: n.client_addr.clone(),
-            voter: voters.contains(id),
-            role: if *id == me {
-                my_role.clone()
-            } else if m.current_leader == Some(*id) {
-                "LEADER".to_string()
-            } else if !voters.contains(id) {
-                "LEARNER".to_string()
-            } else if m.current_leader.is_some() {
-                "FOLLOWER".to_string()
-            } else {
-                "UNKNOWN".to_string()
-            },
-        })
-        .collect();
-    let leader_client_addr = m
-        .current_leader
-        .and_then(|id| membership.get_node(&id))
-        .map(|n| n.client_addr.clone())
-        .unwrap_or_default();
-    RingInfoReply {
-        node_id: me,
-        leader_id: m.current_leader,
-        leader_client_addr,
-        leader_ready: rozone_raft::leader_ready(&m),
-        members,
-        role: my_role,
-    }
-}
-
 #[tonic::async_trait]
 impl ScmRing for RingService {
     async fn ring_info(
         &self,
         _req: Request<RingInfoRequest>,
     ) -> Result<Response<RingInfoReply>, Status> {
-        Ok(Response::new(ring_info(&self.group)))
+        Ok(Response::new(convert::ring_info(&self.group)))
     }
 
     async fn prepare_checkpoint(

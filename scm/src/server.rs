@@ -22,21 +22,21 @@ use rozone_proto::scm::scm_block_server::ScmBlockServer;
 use rozone_proto::scm::scm_datanode_server::ScmDatanodeServer;
 
 use crate::config::Config;
+use crate::node::ScmNode;
 use crate::service::admin::AdminService;
+use crate::service::ring::RingService;
 use crate::service::{BlockService, DatanodeService};
-use crate::state::{read, ScmLogic, ScmRequest, ScmResponse};
-
-/// Raft group id of the SCM ring.
-pub const GROUP: &str = "scm";
+use crate::state::{read, ScmLogic, ScmRequest, ScmResponse, GROUP};
 
 /// How long `--init` waits for its own ring to elect it.
 const INIT_WAIT: Duration = Duration::from_secs(30);
 
-/// A running SCM ring member.
-pub struct Ring {
+/// A running SCM: a ring member and its servers.
+pub struct ScmServer {
     pub group: Arc<RaftGroup<ScmLogic>>,
-    /// The leader's work: datanodes, pipelines, blocks, replication, safe mode.
-    pub core: Arc<crate::leader::ScmCore>,
+    /// The core the services share (the leader's work: datanodes, pipelines, blocks,
+    /// replication, safe mode).
+    pub node: Arc<ScmNode>,
     pub peer_addr: SocketAddr,
     pub checkpoint_addr: SocketAddr,
     pub client_addr: SocketAddr,
@@ -44,7 +44,7 @@ pub struct Ring {
     stop: CancellationToken,
 }
 
-impl Ring {
+impl ScmServer {
     /// Binds the listeners and opens the Raft group; with `init`, creates the ring.
     pub async fn start(config: &Config) -> anyhow::Result<Self> {
         let (peer_l, peer_addr) = rozone_raft::server::bind(&config.scm.peer_addr.to_string())
@@ -99,14 +99,12 @@ impl Ring {
             .await
             .context("open the SCM Raft group")?;
         let stop = CancellationToken::new();
-        let core = crate::leader::ScmCore::new(group.clone(), config.scm.clone());
+        let node = ScmNode::new(group.clone(), config.scm.clone());
         let (raft, snap) = rozone_raft::server::peer_services(&registry);
-        let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(
-            crate::ring_service::RingService {
-                group: group.clone(),
-                checkpoint_addr: checkpoint_adv,
-            },
-        );
+        let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(RingService {
+            group: group.clone(),
+            checkpoint_addr: checkpoint_adv,
+        });
         let servers = vec![
             rozone_raft::server::spawn_router(
                 "peer",
@@ -126,17 +124,17 @@ impl Ring {
                 "client",
                 Server::builder()
                     .add_service(ring_svc)
-                    .add_service(ScmDatanodeServer::new(DatanodeService(core.clone())))
-                    .add_service(ScmBlockServer::new(BlockService(core.clone())))
-                    .add_service(ScmAdminServer::new(AdminService(core.clone()))),
+                    .add_service(ScmDatanodeServer::new(DatanodeService(node.clone())))
+                    .add_service(ScmBlockServer::new(BlockService(node.clone())))
+                    .add_service(ScmAdminServer::new(AdminService(node.clone()))),
                 client_l,
                 &stop,
             ),
-            crate::leader::background::spawn(core.clone(), stop.clone()),
+            crate::leader::background::spawn(node.clone(), stop.clone()),
         ];
         let ring = Self {
             group,
-            core,
+            node,
             peer_addr,
             checkpoint_addr,
             client_addr,
