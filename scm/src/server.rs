@@ -1,5 +1,8 @@
-//! The SCM ring on this node: its Raft group over [`ScmLogic`], the peer server (Raft and
-//! snapshot downloads) and the checkpoint server for SCMs that join.
+//! One SCM process ([`ScmServer`]): binds the peer (Raft and snapshot downloads),
+//! checkpoint (for SCMs that join) and client listeners, opens the Raft group over
+//! [`ScmLogic`], serves the services of [`crate::service`] over one [`ScmNode`] and starts
+//! the leader's periodic loop. [`ScmServer::stop`] closes every database before returning
+//! (tests restart SCMs in-process).
 //!
 //! `--init` creates a one-member ring and stamps a cluster id; a plain start reopens an
 //! existing ring from disk; a start with no ring on disk and no `--init` is refused, so an

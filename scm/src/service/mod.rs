@@ -1,8 +1,9 @@
-//! The SCM's gRPC services on the client port, thin over [`crate::node::ScmNode`]:
-//! `ScmDatanode` (register, heartbeat), `ScmBlock` (allocate, delete blocks) and `ScmAdmin`.
-//! Errors reach the wire through one mapping: Raft refusals via `raft_status("SCM", ..)`,
-//! bad fields as `INVALID_ARGUMENT`, unknown ids as `NOT_FOUND`, wrong states as
-//! `FAILED_PRECONDITION`.
+//! The SCM's gRPC services on the client port, over [`crate::node::ScmNode`]:
+//! `ScmDatanode` (register, heartbeat) and `ScmBlock` (allocate, delete blocks) here,
+//! `ScmAdmin` in [`admin`], `ScmRing` in [`ring`]. The only code that returns
+//! `tonic::Status`: every refusal is a [`crate::error::ScmError`] mapped by its one
+//! `From` (Raft refusals as the Raft layer words them, bad fields `INVALID_ARGUMENT`,
+//! unknown ids `NOT_FOUND`, wrong states `FAILED_PRECONDITION`).
 
 pub mod admin;
 pub mod ring;
