@@ -20,71 +20,6 @@ use crate::error::{Invalid, ScmError};
 use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerEvent, ContainerInfo, ScmRequest};
 
-/// A checked heartbeat.
-struct Beat {
-    dn: u64,
-    usage: Option<crate::cluster::nodes::NodeUsage>,
-    full: Option<Vec<ReplicaReport>>,
-    incremental: Vec<ReplicaReport>,
-    pipelines: Vec<pb::PipelineReport>,
-    close_pipelines: Vec<(u64, String)>,
-    statuses: Vec<(u64, bool)>,
-}
-
-fn check_beat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
-    if r.datanode_id == 0 {
-        return Err(Invalid("datanode_id must be above 0".into()));
-    }
-    let full = r
-        .full_container_report
-        .as_ref()
-        .map(|f| convert::replica_reports(&f.replicas, false))
-        .transpose()?;
-    let incremental = convert::replica_reports(&r.incremental_container_report, true)?;
-    let mut close_pipelines = Vec::new();
-    for a in &r.pipeline_actions {
-        if a.pipeline_id == 0 {
-            return Err(Invalid(
-                "pipeline action: pipeline_id must be above 0".into(),
-            ));
-        }
-        match pb::pipeline_action::Action::try_from(a.action) {
-            Ok(pb::pipeline_action::Action::Close) => {
-                close_pipelines.push((a.pipeline_id, a.reason.clone()))
-            }
-            _ => {
-                return Err(Invalid(format!(
-                    "pipeline {}: action {} is not CLOSE",
-                    a.pipeline_id, a.action
-                )))
-            }
-        }
-    }
-    let mut statuses = Vec::new();
-    for s in &r.command_status {
-        match pb::command_status::Status::try_from(s.status) {
-            Ok(pb::command_status::Status::Executed) => statuses.push((s.command_id, true)),
-            Ok(pb::command_status::Status::Failed) => statuses.push((s.command_id, false)),
-            Ok(pb::command_status::Status::Pending) => {}
-            _ => {
-                return Err(Invalid(format!(
-                    "command {}: status {} is not PENDING, EXECUTED or FAILED",
-                    s.command_id, s.status
-                )))
-            }
-        }
-    }
-    Ok(Beat {
-        dn: r.datanode_id,
-        usage: r.node_report.as_ref().map(convert::node_usage),
-        full,
-        incremental,
-        pipelines: r.pipeline_reports.clone(),
-        close_pipelines,
-        statuses,
-    })
-}
-
 impl ScmNode {
     pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, ScmError> {
         let details = r
@@ -137,7 +72,7 @@ impl ScmNode {
     }
 
     pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, ScmError> {
-        let b = check_beat(&r)?;
+        let b = convert::heartbeat(&r)?;
         let mut txns_done = Vec::new();
         {
             let mut m = self.lead()?;

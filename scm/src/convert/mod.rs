@@ -2,48 +2,20 @@
 //! checked here: a missing or invalid field is an [`Invalid`] naming it, which the services
 //! answer with `INVALID_ARGUMENT` (through [`crate::error::ScmError`]) before anything changes.
 
-use std::collections::BTreeSet;
-
 use rozone_proto::scm as pb;
-use rozone_raft::RaftGroup;
 
-use crate::cluster::nodes::{Datanode, NodeHealth, NodeUsage};
-use crate::cluster::replicas::{ReplicaReport, ReplicaState};
+mod reports;
+mod ring;
+
+pub use reports::{heartbeat, node_usage, replica_report, replica_reports, Beat};
+pub use ring::ring_info;
+
+use crate::cluster::nodes::{Datanode, NodeHealth};
+use crate::cluster::replicas::ReplicaState;
 use crate::cluster::replication::Verdict;
 use crate::cluster::ClusterState;
 use crate::error::Invalid;
-use crate::state::{ContainerInfo, ContainerState, PipelineInfo, PipelineState, ScmLogic};
-
-fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Invalid(msg()))
-    }
-}
-
-impl TryFrom<&pb::DatanodeDetails> for Datanode {
-    type Error = Invalid;
-
-    fn try_from(d: &pb::DatanodeDetails) -> Result<Self, Invalid> {
-        need(d.id > 0, || "datanode.id must be above 0".into())?;
-        for (name, v) in [
-            ("container_addr", &d.container_addr),
-            ("raft_addr", &d.raft_addr),
-        ] {
-            need(!v.is_empty(), || {
-                format!("datanode {}: {name} is missing", d.id)
-            })?;
-        }
-        Ok(Datanode {
-            id: d.id,
-            hostname: d.hostname.clone(),
-            container_addr: d.container_addr.clone(),
-            raft_addr: d.raft_addr.clone(),
-            replication_addr: d.replication_addr.clone(),
-        })
-    }
-}
+use crate::state::{ContainerInfo, ContainerState, PipelineInfo, PipelineState};
 
 pub fn datanode_details(d: &Datanode) -> pb::DatanodeDetails {
     pb::DatanodeDetails {
@@ -53,68 +25,6 @@ pub fn datanode_details(d: &Datanode) -> pb::DatanodeDetails {
         raft_addr: d.raft_addr.clone(),
         replication_addr: d.replication_addr.clone(),
     }
-}
-
-pub fn node_usage(r: &pb::NodeReport) -> NodeUsage {
-    r.storage
-        .iter()
-        .filter(|s| !s.failed)
-        .fold(NodeUsage::default(), |u, s| NodeUsage {
-            capacity: u.capacity.saturating_add(s.capacity),
-            used: u.used.saturating_add(s.used),
-            remaining: u.remaining.saturating_add(s.remaining),
-        })
-}
-
-/// A reported replica; `incremental` allows `REPLICA_DELETED`.
-pub fn replica_report(
-    r: &pb::ContainerReplica,
-    incremental: bool,
-) -> Result<ReplicaReport, Invalid> {
-    need(r.container_id > 0, || {
-        "replica container_id must be above 0".into()
-    })?;
-    let st = pb::ReplicaState::try_from(r.state).map_err(|_| {
-        Invalid(format!(
-            "container {}: unknown replica state {}",
-            r.container_id, r.state
-        ))
-    })?;
-    let state = match st {
-        pb::ReplicaState::Unspecified => {
-            return Err(Invalid(format!(
-                "container {}: replica state is missing",
-                r.container_id
-            )))
-        }
-        pb::ReplicaState::ReplicaOpen => Some(ReplicaState::Open),
-        pb::ReplicaState::ReplicaClosing => Some(ReplicaState::Closing),
-        pb::ReplicaState::ReplicaQuasiClosed => Some(ReplicaState::QuasiClosed),
-        pb::ReplicaState::ReplicaClosed => Some(ReplicaState::Closed),
-        pb::ReplicaState::ReplicaUnhealthy => Some(ReplicaState::Unhealthy),
-        pb::ReplicaState::ReplicaDeleted if incremental => None,
-        pb::ReplicaState::ReplicaDeleted => {
-            return Err(Invalid(format!(
-                "container {}: REPLICA_DELETED is only valid in an incremental report",
-                r.container_id
-            )))
-        }
-    };
-    Ok(ReplicaReport {
-        container_id: r.container_id,
-        state,
-        bcsid: r.bcsid,
-        block_count: r.block_count,
-        used_bytes: r.used_bytes,
-        origin_pipeline: r.origin_pipeline_id,
-    })
-}
-
-pub fn replica_reports(
-    rs: &[pb::ContainerReplica],
-    incremental: bool,
-) -> Result<Vec<ReplicaReport>, Invalid> {
-    rs.iter().map(|r| replica_report(r, incremental)).collect()
 }
 
 pub fn replica_state(s: ReplicaState) -> pb::ReplicaState {
@@ -220,48 +130,6 @@ pub fn pipeline(p: &PipelineInfo, m: &ClusterState) -> pb::Pipeline {
             .collect(),
         leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
         state: pipeline_state(p.state) as i32,
-    }
-}
-
-/// The ring as this member sees it, with each member's role.
-pub fn ring_info(group: &RaftGroup<ScmLogic>) -> pb::RingInfoReply {
-    let m = group.metrics();
-    let membership = m.membership_config.membership();
-    let voters: BTreeSet<u64> = membership.voter_ids().collect();
-    let me = group.node_id();
-    let my_role = format!("{:?}", m.state).to_uppercase();
-    let members = membership
-        .nodes()
-        .map(|(id, n)| pb::RingMember {
-            id: *id,
-            peer_addr: n.peer_addr.clone(),
-            client_addr: n.client_addr.clone(),
-            voter: voters.contains(id),
-            role: if *id == me {
-                my_role.clone()
-            } else if m.current_leader == Some(*id) {
-                "LEADER".to_string()
-            } else if !voters.contains(id) {
-                "LEARNER".to_string()
-            } else if m.current_leader.is_some() {
-                "FOLLOWER".to_string()
-            } else {
-                "UNKNOWN".to_string()
-            },
-        })
-        .collect();
-    let leader_client_addr = m
-        .current_leader
-        .and_then(|id| membership.get_node(&id))
-        .map(|n| n.client_addr.clone())
-        .unwrap_or_default();
-    pb::RingInfoReply {
-        node_id: me,
-        leader_id: m.current_leader,
-        leader_client_addr,
-        leader_ready: rozone_raft::leader_ready(&m),
-        members,
-        role: my_role,
     }
 }
 
