@@ -7,13 +7,14 @@
 use rozone_proto::datanode as pb;
 use rozone_proto::scm as spb;
 use rozone_types::checksum::{ChecksumData, ChecksumType};
-use rozone_types::codes::DnCode;
 use rozone_types::{BlockId, Invalid};
 
 use crate::error::DnError;
+use crate::store::digest::{ContentDigest, DIGEST_VERSION};
 use crate::store::read::Segment;
 use crate::types::{
-    check_layout, BlockData, ChunkInfo, ContainerState, Descriptor, Member, MAX_CHUNK,
+    block_range_end, check_layout, BlockData, ChunkInfo, ContainerState, Descriptor, Member,
+    MAX_CHUNK,
 };
 
 /// A checksum scheme (type + window) of a stream header; `field` names the type field.
@@ -41,12 +42,7 @@ pub fn chunk_from(c: Option<pb::ChunkInfo>, field: &str) -> Result<ChunkInfo, Dn
             c.len, MAX_CHUNK
         )));
     }
-    if c.offset.checked_add(c.len).is_none() {
-        return Err(DnError::new(
-            DnCode::OutOfRange,
-            format!("{field}: offset + len overflows"),
-        ));
-    }
+    block_range_end(field, c.offset, c.len)?;
     if checksum.values.len() != checksum.expected_count(c.len) {
         return Err(DnError::invalid(format!(
             "{field}.checksum has {} values, {} bytes need {}",
@@ -146,6 +142,8 @@ impl Descriptor {
             origin_pipeline_id: self.origin_pipeline,
             checksum: self.checksum.clone(),
             data_dir: data_dir.to_string(),
+            content_digest: self.digest.sum,
+            digest_version: DIGEST_VERSION.into(),
         }
     }
 
@@ -161,6 +159,8 @@ impl Descriptor {
             used_bytes: d.used_bytes,
             origin_pipeline: d.origin_pipeline_id,
             checksum: d.checksum,
+            // Recomputed from the blocks by whoever installs the replica.
+            digest: ContentDigest::default(),
         })
     }
 
@@ -200,6 +200,8 @@ impl From<spb::DatanodeDetails> for Member {
 
 #[cfg(test)]
 mod tests {
+    use rozone_types::codes::DnCode;
+
     use super::*;
 
     fn pchunk(offset: u64, len: u64) -> pb::ChunkInfo {

@@ -19,7 +19,7 @@ use crate::clients::Clients;
 use crate::convert::block_from;
 use crate::error::DnError;
 use crate::store::{container_checksum, volume, ContainerStore};
-use crate::types::{BlockData, Descriptor};
+use crate::types::{block_range_end, BlockData, Descriptor};
 
 /// Pulls container `cid` from the first source that delivers a verified copy and imports it.
 pub async fn replicate(
@@ -144,9 +144,12 @@ async fn pull_from(
                         p.path, p.offset, o.2
                     )));
                 }
+                // A block file never reaches MAX_BLOCK: a source sending more is refused
+                // before the bytes land.
+                let end = block_range_end(&p.path, o.2, p.data.len() as u64)?;
                 o.1.write_all(&p.data)
                     .map_err(|e| DnError::io("stage file", e))?;
-                o.2 += p.data.len() as u64;
+                o.2 = end;
                 o.3 = crc32c_append(o.3, &p.data);
             }
             Some(Msg::FileEnd(e)) => {

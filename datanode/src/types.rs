@@ -15,8 +15,21 @@ use crate::error::DnError;
 /// Largest chunk a single WriteChunk may carry.
 pub const MAX_CHUNK: u64 = 32 << 20;
 
-/// Largest block a stream may carry.
+/// Largest block: no byte of a block file lies at or past this offset (a stream, a
+/// WriteChunk, a PushChunk or a PullChunk beyond it is `OUT_OF_RANGE`).
 pub const MAX_BLOCK: u64 = 1 << 30;
+
+/// The end of `[offset, offset + len)`, which must lie within [`MAX_BLOCK`]; `what` names
+/// the range in the error. Checked: wire values near `u64::MAX` never overflow.
+pub fn block_range_end(what: &str, offset: u64, len: u64) -> Result<u64, DnError> {
+    match offset.checked_add(len) {
+        Some(end) if end <= MAX_BLOCK => Ok(end),
+        _ => Err(DnError::new(
+            rozone_types::codes::DnCode::OutOfRange,
+            format!("{what}: offset {offset} + len {len} is past the {MAX_BLOCK} byte block limit"),
+        )),
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkInfo {
@@ -26,8 +39,10 @@ pub struct ChunkInfo {
 }
 
 impl ChunkInfo {
+    /// One past the last byte. Saturating: the edge ([`crate::convert::chunk_from`]) refuses
+    /// a range that overflows, so this only guards against a panic on a stored value.
     pub fn end(&self) -> u64 {
-        self.offset + self.len
+        self.offset.saturating_add(self.len)
     }
 }
 
@@ -81,6 +96,11 @@ pub struct Descriptor {
     pub used_bytes: u64,
     pub origin_pipeline: PipelineId,
     pub checksum: String,
+    /// Block count and content digest of the committed blocks. Not part of the stored
+    /// descriptor's encoding (its shape must not change): stored beside it, in the same
+    /// write batch, as its own versioned record.
+    #[serde(skip)]
+    pub digest: ContentDigest,
 }
 
 impl Descriptor {
@@ -93,8 +113,17 @@ impl Descriptor {
             used_bytes: 0,
             origin_pipeline: pipeline,
             checksum: String::new(),
+            digest: ContentDigest::default(),
         }
     }
+}
+
+/// Block count and content digest of one replica's committed blocks (the rule and the stored
+/// record are [`crate::store::digest`]'s).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ContentDigest {
+    pub block_count: u64,
+    pub sum: u64,
 }
 
 /// A member of a pipeline.

@@ -7,17 +7,17 @@ use rozone_telemetry::health::{metric, HealthSource};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::leader::ScmCore;
+use crate::node::ScmNode;
 use crate::state::ScmLogic;
 
 pub struct ScmHealth {
     pub group: Arc<RaftGroup<ScmLogic>>,
-    pub core: Arc<ScmCore>,
+    pub node: Arc<ScmNode>,
 }
 
 /// The SCM's own counters and, on the leader, gauges of its in-memory view.
-fn scm_metrics(core: &ScmCore, out: &mut String) {
-    let c = &core.counters;
+fn scm_metrics(node: &ScmNode, out: &mut String) {
+    let c = &node.counters;
     let counters: [(&str, &str, &AtomicU64); 12] = [
         (
             "rozone_scm_datanode_registrations_total",
@@ -83,7 +83,7 @@ fn scm_metrics(core: &ScmCore, out: &mut String) {
     for (name, help, v) in counters {
         metric(out, name, "counter", help, v.load(Ordering::Relaxed));
     }
-    let Some(g) = core.peek(|m| {
+    let Some(g) = node.peek(|m| {
         let mut by = [0u64; 3];
         for n in m.nodes.all() {
             by[n.health as usize] += 1;
@@ -167,7 +167,7 @@ impl HealthSource for ScmHealth {
         for x in self.group.samples("SCM") {
             metric(&mut out, x.name, x.kind, &x.help, x.value);
         }
-        scm_metrics(&self.core, &mut out);
+        scm_metrics(&self.node, &mut out);
         out
     }
 }

@@ -17,8 +17,7 @@ use tonic::transport::{Channel, Endpoint};
 use tracing::{info, warn};
 
 use crate::config::Config;
-use crate::ring_service::LEADER_HINT;
-use crate::state::ScmLogic;
+use crate::state::{ScmLogic, GROUP};
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -57,13 +56,6 @@ async fn find_leader(config: &Config) -> anyhow::Result<String> {
     bail!("no SCM leader found: {}", errors.join("; "))
 }
 
-fn leader_hint(s: &tonic::Status) -> Option<String> {
-    s.metadata()
-        .get(LEADER_HINT)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
-}
-
 /// Step 1 and 2: take the leader's checkpoint as this node's state. Returns the leader's
 /// client address.
 pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
@@ -88,7 +80,7 @@ pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
                     &cfs,
                     &PeerChannels::default(),
                     &r.checkpoint_addr,
-                    crate::ring::GROUP,
+                    GROUP,
                     &policy,
                 )
                 .await
@@ -98,7 +90,7 @@ pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
             }
             Err(s) => {
                 last = s.message().to_string();
-                if let Some(h) = leader_hint(&s) {
+                if let Some(h) = rozone_rpc::leader_hint(&s) {
                     leader = h;
                 }
                 warn!(attempt, leader = %leader, error = %last, "could not prepare a checkpoint on the leader");
@@ -139,7 +131,7 @@ pub async fn ask_to_be_added(
             }
             Err(s) if s.code() == tonic::Code::Unavailable => {
                 last = s.message().to_string();
-                if let Some(h) = leader_hint(&s) {
+                if let Some(h) = rozone_rpc::leader_hint(&s) {
                     leader = h;
                 }
                 warn!(attempt, leader = %leader, error = %last, "leader could not add this SCM yet");

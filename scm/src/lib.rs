@@ -3,12 +3,17 @@
 //!
 //! - [`state`]: the replicated state machine (sequence ids, containers, pipelines,
 //!   deleted-block transactions, cluster id) and the leader's sequence-id generator.
-//! - [`ring`] / [`join`]: the ring (`--init`, restart, `--bootstrap` by checkpoint).
+//! - [`server`]: one SCM process (listeners, Raft group, services, the leader's loop;
+//!   `--init`, restart); [`join`]: `--bootstrap`, joining a running ring by checkpoint.
+//! - [`node`]: [`node::ScmNode`], the core handle the services share.
 //! - [`cluster`]: the leader's in-memory view (datanode registry, replica map, command
-//!   queues) and the pure rules (node health, replica counting, ReplicationManager,
-//!   safe mode).
-//! - [`leader`]: the leader's work on top (reports, pipelines, blocks, ReplicationManager,
-//!   the periodic loop); [`service`] and [`ring_service`]: the gRPC services.
+//!   queues) and the pure rules (node health, replica counting, what a replica report
+//!   implies, ReplicationManager, safe mode).
+//! - [`leader`]: the leader's work on the node (reports, pipelines, blocks,
+//!   ReplicationManager, the periodic loop).
+//! - [`service`]: every gRPC service (`ScmDatanode`, `ScmBlock`, `ScmAdmin`, `ScmRing`);
+//!   [`convert`]: proto ↔ domain; [`error`]: [`error::ScmError`] and its one mapping to
+//!   `tonic::Status`; [`health`]: `/ready` and `/metrics`.
 //!
 //! A library with a thin `main.rs`, so tests can start an SCM in-process.
 //! Must not depend on the OM or datanode crates.
@@ -16,11 +21,12 @@
 pub mod cluster;
 pub mod config;
 pub mod convert;
+pub mod error;
 pub mod health;
 pub mod join;
 pub mod leader;
-pub mod ring;
-pub mod ring_service;
+pub mod node;
+pub mod server;
 pub mod service;
 pub mod state;
 
@@ -56,13 +62,13 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     tokio::fs::create_dir_all(&node.data_dir)
         .await
         .with_context(|| format!("create data dir {}", node.data_dir.display()))?;
-    let ring = ring::Ring::start(&config).await?;
+    let ring = server::ScmServer::start(&config).await?;
     let http_stop = CancellationToken::new();
     let served = rozone_telemetry::http::serve_http(
         http.addr,
         std::sync::Arc::new(health::ScmHealth {
             group: ring.group.clone(),
-            core: ring.core.clone(),
+            node: ring.node.clone(),
         }),
         http_stop.clone(),
     )

@@ -42,7 +42,7 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
     .blocks
     .remove(0);
     let cid = block.block_id.unwrap().container_id;
-    let db_rows = |scm: &rozone_scm::ring::Ring| {
+    let db_rows = |scm: &rozone_scm::server::ScmServer| {
         let db = scm.group.db();
         (
             state::read::containers(&db, None).unwrap(),

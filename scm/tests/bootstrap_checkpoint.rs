@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rozone_config::Peer;
 use rozone_scm::config::Config;
-use rozone_scm::ring::Ring;
+use rozone_scm::server::ScmServer;
 use rozone_scm::state::{self, SequenceIdGenerator, SEQ_CONTAINER_ID};
 use rozone_tests::free_port;
 
@@ -58,7 +58,7 @@ fn config(dir: &std::path::Path, me: &Ports, ring: &[&Ports]) -> Config {
     c
 }
 
-fn seq_row(ring: &Ring) -> Option<u64> {
+fn seq_row(ring: &ScmServer) -> Option<u64> {
     state::read::sequence_id(&ring.group.db(), SEQ_CONTAINER_ID).unwrap()
 }
 
@@ -69,7 +69,7 @@ async fn bootstrap_retries_failed_checkpoint_download_and_never_replays_log() {
     let (p1, p2) = (Ports::new(1), Ports::new(2));
     let mut c1 = config(dir.path(), &p1, &[&p1, &p2]);
     c1.startup.init = true;
-    let scm1 = Ring::start(&c1).await.unwrap();
+    let scm1 = ScmServer::start(&c1).await.unwrap();
 
     // Ids handed out through the log...
     let gen1 = SequenceIdGenerator::new(scm1.group.clone(), 10);
@@ -97,7 +97,7 @@ async fn bootstrap_retries_failed_checkpoint_download_and_never_replays_log() {
     fail::cfg("raft-snapshot-transfer", "1*return->off").unwrap();
     let mut c2 = config(dir.path(), &p2, &[&p1, &p2]);
     c2.startup.bootstrap = true;
-    let scm2 = Ring::start(&c2).await.unwrap();
+    let scm2 = ScmServer::start(&c2).await.unwrap();
     assert_eq!(
         seq_row(&scm2),
         Some(1005),
@@ -142,13 +142,13 @@ async fn bootstrap_with_download_failing_for_good_exits_with_clear_error_and_cha
     let (p1, p2) = (Ports::new(1), Ports::new(2));
     let mut c1 = config(dir.path(), &p1, &[&p1, &p2]);
     c1.startup.init = true;
-    let scm1 = Ring::start(&c1).await.unwrap();
+    let scm1 = ScmServer::start(&c1).await.unwrap();
     let before = scm1.group.metrics().membership_config.clone();
 
     fail::cfg("raft-snapshot-transfer", "return").unwrap();
     let mut c2 = config(dir.path(), &p2, &[&p1, &p2]);
     c2.startup.bootstrap = true;
-    let err = match Ring::start(&c2).await {
+    let err = match ScmServer::start(&c2).await {
         Ok(_) => panic!("bootstrap must fail without the checkpoint"),
         Err(e) => format!("{e:#}"),
     };

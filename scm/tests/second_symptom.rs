@@ -10,7 +10,7 @@ use rozone_config::Peer;
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
 use rozone_scm::config::Config;
-use rozone_scm::ring::Ring;
+use rozone_scm::server::ScmServer;
 use rozone_scm::state::{self, SequenceIdGenerator, SEQ_CONTAINER_ID};
 use rozone_tests::free_port;
 
@@ -76,13 +76,13 @@ async fn follower_whose_download_failed_is_brought_up_to_date_by_the_new_leader(
     let all = [&p1, &p2, &p3];
     let mut c1 = config(dir.path(), &p1, &all);
     c1.startup.init = true;
-    let scm1 = Ring::start(&c1).await.unwrap();
+    let scm1 = ScmServer::start(&c1).await.unwrap();
     let mut c2 = config(dir.path(), &p2, &all);
     c2.startup.bootstrap = true;
-    let scm2 = Ring::start(&c2).await.unwrap();
+    let scm2 = ScmServer::start(&c2).await.unwrap();
     let mut c3 = config(dir.path(), &p3, &all);
     c3.startup.bootstrap = true;
-    let scm3 = Ring::start(&c3).await.unwrap();
+    let scm3 = ScmServer::start(&c3).await.unwrap();
 
     // A follower refuses the leader-only services, naming the leader.
     let ch = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{}", p2.client))
@@ -128,7 +128,7 @@ async fn follower_whose_download_failed_is_brought_up_to_date_by_the_new_leader(
     // SCM 3 restarts and starts downloading the leader's checkpoint; the transfer hangs.
     fail::cfg("raft-snapshot-transfer", "pause").unwrap();
     let c3 = config(dir.path(), &p3, &all);
-    let scm3 = Ring::start(&c3).await.unwrap();
+    let scm3 = ScmServer::start(&c3).await.unwrap();
     let deadline = tokio::time::Instant::now() + WAIT;
     while !downloading(&c3.node.data_dir) {
         assert!(
@@ -162,7 +162,7 @@ async fn follower_whose_download_failed_is_brought_up_to_date_by_the_new_leader(
     assert!(last > 20);
     let applied = scm2.group.wait_log_applied(WAIT).await.unwrap();
     scm3.group.wait_applied(applied, WAIT).await.unwrap();
-    let row = |r: &Ring| state::read::sequence_id(&r.group.db(), SEQ_CONTAINER_ID).unwrap();
+    let row = |r: &ScmServer| state::read::sequence_id(&r.group.db(), SEQ_CONTAINER_ID).unwrap();
     assert_eq!(
         row(&scm3),
         row(&scm2),

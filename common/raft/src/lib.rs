@@ -37,6 +37,7 @@ pub use hook::AppendHook;
 pub use network::PeerChannels;
 pub use registry::GroupRegistry;
 pub use rows::Rows;
+pub use snapshot::sync_dir;
 pub use state_machine::{StateDb, StateMachineLogic};
 pub use txn::Txn;
 pub use types::{LogId, NodeId, NodeInfo, RaftMetrics, TypeConfig};

@@ -141,8 +141,21 @@ pub(crate) fn verify_files(db_dir: &Path, m: &Manifest) -> io::Result<()> {
     Ok(())
 }
 
-/// Fsyncs a directory so renames inside it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+/// Fsyncs a directory so the entries created, renamed or removed in it are durable: the one
+/// "fsync dir" of rozone (the daemons use it too, as `rozone_raft::sync_dir`).
+///
+/// Failpoint `sync-dir` (tests): a directory whose path ends with the failpoint's payload
+/// (every directory without one) fails to sync.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    #[cfg(feature = "failpoints")]
+    if let Some(suffix) = fail::eval("sync-dir", |arg| arg) {
+        if suffix.is_none_or(|s| dir.ends_with(s)) {
+            return Err(io::Error::other(format!(
+                "failpoint sync-dir: {}",
+                dir.display()
+            )));
+        }
+    }
     std::fs::File::open(dir)?.sync_all()
 }
 

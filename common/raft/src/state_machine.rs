@@ -129,6 +129,9 @@ impl StateDb {
     fn swap_in(&self, staged_db: &Path) -> io::Result<()> {
         let next = next_generation(&self.root)?;
         let next_path = self.root.join(&next);
+        // The staged files were synced one by one; their names are durable only once the
+        // staging directory is, before the rename that makes them the live database.
+        snapshot::sync_dir(staged_db)?;
         std::fs::rename(staged_db, &next_path)?;
         snapshot::sync_dir(&self.root)?;
         let new_db = Self::open_gen(&next_path, &self.cfs)?;
@@ -170,8 +173,9 @@ fn next_generation(root: &Path) -> io::Result<String> {
     Ok(format!("gen-{}", max + 1))
 }
 
-/// Reads the applied log id and membership recorded in a state database.
-pub(crate) fn read_applied(db: &DB) -> io::Result<(Option<LogId>, StoredMembership)> {
+/// Reads the applied log id and membership recorded in a state database (an application's
+/// [`StateMachineLogic::on_load`] uses it to see how far an installed snapshot reaches).
+pub fn read_applied(db: &DB) -> io::Result<(Option<LogId>, StoredMembership)> {
     let h = cf(db, CF_RAFT_META)?;
     let applied = match db.get_cf(h, KEY_APPLIED).map_err(io::Error::other)? {
         Some(b) => decode(&b)?,

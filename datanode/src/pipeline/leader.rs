@@ -108,7 +108,8 @@ pub struct StreamCommitted {
 impl StreamWrite {
     /// Stages the next bytes; a stream may not grow past [`MAX_BLOCK`].
     pub fn append(&mut self, data: &[u8]) -> Result<(), DnError> {
-        if self.sum.len() + data.len() as u64 > MAX_BLOCK {
+        let grown = (data.len() as u64).checked_add(self.sum.len());
+        if grown.is_none_or(|n| n > MAX_BLOCK) {
             return Err(DnError::new(
                 DnCode::OutOfRange,
                 format!(

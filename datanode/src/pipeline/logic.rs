@@ -11,6 +11,7 @@
 use std::io;
 use std::sync::Arc;
 
+use rozone_kv::rocksdb::DB;
 use rozone_raft::{LogId, StateMachineLogic, Txn};
 use rozone_types::codes::DnCode;
 use rozone_types::BlockId;
@@ -83,6 +84,9 @@ pub struct PipelineLogic {
     pub pipeline_id: u64,
     pub store: Arc<ContainerStore>,
     pub state: Arc<PipelineState>,
+    /// The last index applied here (None until the group's database is first loaded): a
+    /// snapshot installed past it means the entries between never ran on this member.
+    pub applied: Option<u64>,
 }
 
 /// Refusals that mean this replica can no longer follow the log safely.
@@ -146,173 +150,34 @@ impl StateMachineLogic for PipelineLogic {
         log_id: &LogId,
         req: PipelineRequest,
     ) -> io::Result<PipelineResponse> {
+        self.applied = Some(log_id.index());
         Ok(self.apply_entry(log_id.index(), &req))
+    }
+
+    /// At open, remembers how far this member applied. After a snapshot install (the
+    /// snapshot holds Raft metadata only, no container data), marks every container the
+    /// skipped entries may have written as needing repair.
+    fn on_load(&mut self, db: &Arc<DB>) -> io::Result<()> {
+        let (applied, _) = rozone_raft::state_machine::read_applied(db)?;
+        let now = applied.map(|l| l.index()).unwrap_or(0);
+        if let Some(before) = self.applied.filter(|b| now > *b) {
+            let marked = self
+                .store
+                .mark_skipped_by_snapshot(self.pipeline_id, before, now)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            tracing::warn!(
+                pipeline_id = self.pipeline_id,
+                from = before,
+                to = now,
+                containers = ?marked,
+                "caught up by snapshot: containers this member may lack data of marked UNHEALTHY"
+            );
+        }
+        self.applied = Some(now);
+        Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Mutex;
-
-    use rozone_types::checksum::{ChecksumData, ChecksumType};
-
-    use super::*;
-    use crate::types::ContainerState;
-
-    fn setup(dir: &std::path::Path) -> PipelineLogic {
-        let store = Arc::new(ContainerStore::open(&[dir.join("vol")], 0, false).unwrap());
-        let state = Arc::new(PipelineState {
-            id: 1,
-            members: vec![],
-            healthy: AtomicBool::new(true),
-            reason: Mutex::new(None),
-            file: dir.join("pipeline.json"),
-        });
-        PipelineLogic {
-            pipeline_id: 1,
-            store,
-            state,
-        }
-    }
-
-    fn chunk(data: &[u8]) -> ChunkInfo {
-        ChunkInfo {
-            offset: 0,
-            len: data.len() as u64,
-            checksum: ChecksumData::compute(ChecksumType::Crc32c, 512, data),
-        }
-    }
-
-    #[test]
-    fn apply_is_idempotent_by_bcsid_and_never_recreates_a_deleted_container() {
-        let d = tempfile::tempdir().unwrap();
-        let l = setup(d.path());
-        let block = BlockId {
-            container_id: 5,
-            local_id: 1,
-        };
-        let data = vec![3u8; 2000];
-        let c = chunk(&data);
-        // Apply without a write stage: the container does not exist, nothing is created.
-        let r = l.apply_entry(
-            1,
-            &PipelineRequest::StreamInit {
-                block,
-                chunk: c.clone(),
-            },
-        );
-        assert!(
-            matches!(r, PipelineResponse::Refused(ref e) if e.code == DnCode::ContainerNotFound),
-            "{r:?}"
-        );
-        assert!(l.store.descriptor(5).is_none());
-        assert!(!l.state.is_healthy());
-        assert!(l
-            .state
-            .unhealthy_reason()
-            .unwrap()
-            .contains("CONTAINER_NOT_FOUND"));
-        assert!(d.path().join("pipeline.json").is_file(), "health persisted");
-
-        let l = setup(&d.path().join("b"));
-        l.store.write_chunk(1, block, &c, &data).unwrap();
-        let b = BlockData {
-            id: block,
-            chunks: vec![c.clone()],
-            length: 2000,
-            bcsid: 0,
-        };
-        let entries = [
-            PipelineRequest::WriteChunk {
-                block,
-                chunk: c.clone(),
-            },
-            PipelineRequest::PutBlock { block: b },
-            PipelineRequest::CloseContainer { container_id: 5 },
-        ];
-        for (i, e) in entries.iter().enumerate() {
-            assert!(matches!(
-                l.apply_entry(i as u64 + 10, e),
-                PipelineResponse::Ok { .. }
-            ));
-        }
-        let closed = l.store.descriptor(5).unwrap();
-        assert_eq!(
-            (closed.state, closed.bcsid, closed.block_count),
-            (ContainerState::Closed, 12, 1)
-        );
-        // Replaying the same entries changes nothing.
-        for (i, e) in entries.iter().enumerate() {
-            assert!(matches!(
-                l.apply_entry(i as u64 + 10, e),
-                PipelineResponse::Ok { .. }
-            ));
-        }
-        assert_eq!(l.store.descriptor(5).unwrap(), closed);
-        assert!(l.state.is_healthy());
-
-        // Deleted: a tombstone stays; replay from any age is refused, write stage too.
-        l.store.delete_container(5, true).unwrap();
-        for (i, e) in entries.iter().enumerate() {
-            let r = l.apply_entry(i as u64 + 10, e);
-            assert!(
-                matches!(r, PipelineResponse::Refused(ref e) if e.code == DnCode::ContainerNotFound),
-                "{r:?}"
-            );
-        }
-        assert_eq!(
-            l.store.descriptor(5).unwrap().state,
-            ContainerState::Deleted
-        );
-        let e = l.store.write_chunk(1, block, &c, &data).unwrap_err();
-        assert_eq!(e.code, DnCode::ContainerNotFound);
-        assert!(!l.state.is_healthy());
-    }
-
-    #[test]
-    fn store_reopens_and_marks_damaged_containers_unhealthy() {
-        let d = tempfile::tempdir().unwrap();
-        let block = BlockId {
-            container_id: 8,
-            local_id: 2,
-        };
-        let data = vec![9u8; 1000];
-        let c = chunk(&data);
-        {
-            let l = setup(d.path());
-            l.store.write_chunk(1, block, &c, &data).unwrap();
-            let b = BlockData {
-                id: block,
-                chunks: vec![c.clone()],
-                length: 1000,
-                bcsid: 0,
-            };
-            assert!(matches!(
-                l.apply_entry(3, &PipelineRequest::StreamWithBlock { block: b }),
-                PipelineResponse::Ok { bcsid: 3, .. }
-            ));
-        }
-        let l = setup(d.path());
-        assert_eq!(l.store.descriptor(8).unwrap().bcsid, 3);
-        assert_eq!(l.store.get_block(block).unwrap().length, 1000);
-        drop(l);
-        // Truncate the block file: the replica is UNHEALTHY after restart and not served.
-        let f = d.path().join("vol/containers/8/chunks/2.block");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&f)
-            .unwrap()
-            .set_len(10)
-            .unwrap();
-        let l = setup(d.path());
-        assert_eq!(
-            l.store.descriptor(8).unwrap().state,
-            ContainerState::Unhealthy
-        );
-        assert_eq!(
-            l.store.read(block, 0, 0).unwrap_err().code,
-            DnCode::ContainerUnhealthy
-        );
-    }
-}
+#[path = "logic_tests.rs"]
+mod tests;

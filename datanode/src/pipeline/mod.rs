@@ -76,13 +76,15 @@ impl PipelineState {
     }
 }
 
+/// Replaces `pipeline.json` atomically and durably (file, rename, directory).
 fn write_file(path: &std::path::Path, f: &PipelineFile) -> std::io::Result<()> {
+    use std::io::Write;
     let tmp = path.with_extension("tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_vec_pretty(f).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(&tmp, path)
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(&serde_json::to_vec_pretty(f).map_err(std::io::Error::other)?)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    path.parent().map_or(Ok(()), rozone_raft::sync_dir)
 }
 
 pub struct Pipeline {
@@ -280,6 +282,7 @@ impl Pipelines {
             pipeline_id: f.id,
             store: self.store.clone(),
             state: state.clone(),
+            applied: None,
         };
         let hook = Arc::new(follower::WriteStageHook {
             pipeline_id: f.id,

@@ -13,6 +13,7 @@ use crate::convert::chunk_from;
 use crate::error::DnError;
 use crate::node::{Node, NodeRef};
 use crate::store::blocking;
+use crate::types::block_range_end;
 
 pub struct PeerService {
     pub node: NodeRef,
@@ -63,6 +64,7 @@ async fn pull_chunk(node: &Node, r: pb::PullChunkRequest) -> Result<pb::PullChun
             c.len
         )));
     }
+    block_range_end("chunk", c.offset, c.len)?;
     let store = node.store.clone();
     let data = blocking(move || store.read_raw(block, c.offset, c.len)).await?;
     Ok(pb::PullChunkReply { data })

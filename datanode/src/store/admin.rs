@@ -39,6 +39,7 @@ impl ContainerStore {
         tomb.state = ContainerState::Deleted;
         tomb.block_count = 0;
         tomb.used_bytes = 0;
+        tomb.digest = Default::default();
         self.commit(&mut g, vi, batch, tomb)?;
         drop(g);
         // Files go after the tombstone is durable: a crash in between leaves an orphan
@@ -71,6 +72,7 @@ impl ContainerStore {
             if let Some(b) = v.get_block(id)? {
                 v.delete_block(&mut batch, id)?;
                 v.delete_chunks(&mut batch, id)?;
+                d.digest.remove(&b);
                 d.block_count = d.block_count.saturating_sub(1);
                 d.used_bytes = d.used_bytes.saturating_sub(b.length);
                 removed.push(id);
@@ -128,10 +130,11 @@ impl ContainerStore {
         &self,
         vi: usize,
         staged: &Path,
-        d: Descriptor,
+        mut d: Descriptor,
         blocks: &[BlockData],
     ) -> Result<(), DnError> {
         let cid = d.id;
+        d.digest = super::digest::ContentDigest::of(blocks);
         let v = &self.volumes[vi];
         let mut g = lock(&self.meta);
         if let Some((_, old)) = g.get(&cid) {
@@ -144,8 +147,22 @@ impl ContainerStore {
         }
         let dest = v.container_dir(cid);
         volume::remove(&dest);
+        if self.sync {
+            // The staged files were synced one by one; their names are durable once the
+            // staged directories are, before the rename that installs them.
+            volume::sync_dir(&staged.join("chunks"))?;
+            volume::sync_dir(staged)?;
+        }
         std::fs::rename(staged, &dest)
             .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+        if self.sync {
+            // The rename is durable before the descriptor that makes the replica live is
+            // written (and the import acknowledged). If not, the directory goes: no replica.
+            if let Err(e) = dest.parent().map_or(Ok(()), volume::sync_dir) {
+                volume::remove(&dest);
+                return Err(e);
+            }
+        }
         let mut batch = WriteBatch::default();
         if let Some((ovi, _)) = g.get(&cid).cloned() {
             if ovi != vi {

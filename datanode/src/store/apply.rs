@@ -164,7 +164,20 @@ impl ContainerStore {
                 vi
             }
         };
-        self.check_block(block, streamed)?;
+        if let Err(e) = self.check_block(block, streamed) {
+            // The leader checked the same block before proposing it: a well-formed block
+            // naming chunks this replica never committed means this replica is short (it
+            // skipped entries, e.g. it caught up by snapshot). Never a silent refusal.
+            if e.code == DnCode::InvalidArgument && crate::types::check_layout(block).is_ok() {
+                let why = format!(
+                    "apply of block {} at index {index}: {}",
+                    block.id, e.message
+                );
+                self.mark_unhealthy(cid, &why)?;
+                return Err(DnError::new(DnCode::ContainerUnhealthy, why));
+            }
+            return Err(e);
+        }
         if let Some(c) = streamed {
             self.require_data(block.id, c)?;
         }
@@ -179,9 +192,11 @@ impl ContainerStore {
         stored.bcsid = index;
         v.put_block(&mut batch, &stored)?;
         v.delete_chunks(&mut batch, block.id)?;
-        if existing.is_none() {
-            d.block_count += 1;
+        match &existing {
+            Some(old) => d.digest.remove(old),
+            None => d.block_count += 1,
         }
+        d.digest.add(&stored);
         if let Some(c) = streamed {
             d.used_bytes += c.len;
         }

@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod apply;
+pub mod digest;
 pub mod read;
 pub mod volume;
 pub mod write;
@@ -99,7 +100,8 @@ impl ContainerStore {
     }
 
     /// Marks UNHEALTHY every live container whose directory or block files are missing or
-    /// shorter than their committed blocks.
+    /// shorter than their committed blocks, or whose block table disagrees with its block
+    /// count and content digest.
     fn check_damage(&self) -> Result<(), DnError> {
         let live: Vec<(usize, Descriptor)> = lock(&self.meta)
             .values()
@@ -113,20 +115,29 @@ impl ContainerStore {
             let problem = if !v.container_dir(d.id).is_dir() {
                 Some("container directory is missing".to_string())
             } else {
-                v.blocks(d.id, 0, usize::MAX)?.into_iter().find_map(|b| {
-                    let p = v.block_file(b.id);
-                    match std::fs::metadata(&p) {
-                        Ok(m) if m.len() >= b.length => None,
-                        Ok(m) => Some(format!(
-                            "{} holds {} bytes, block {} needs {}",
-                            p.display(),
-                            m.len(),
-                            b.id,
-                            b.length
-                        )),
-                        Err(e) => Some(format!("{}: {e}", p.display())),
-                    }
-                })
+                let blocks = v.blocks(d.id, 0, usize::MAX)?;
+                let held = digest::ContentDigest::of(&blocks);
+                if held != d.digest || held.block_count != d.block_count {
+                    Some(format!(
+                        "its block table holds {} blocks (digest {:016x}); its descriptor says {} (digest {:016x})",
+                        held.block_count, held.sum, d.block_count, d.digest.sum
+                    ))
+                } else {
+                    blocks.into_iter().find_map(|b| {
+                        let p = v.block_file(b.id);
+                        match std::fs::metadata(&p) {
+                            Ok(m) if m.len() >= b.length => None,
+                            Ok(m) => Some(format!(
+                                "{} holds {} bytes, block {} needs {}",
+                                p.display(),
+                                m.len(),
+                                b.id,
+                                b.length
+                            )),
+                            Err(e) => Some(format!("{}: {e}", p.display())),
+                        }
+                    })
+                }
             };
             if let Some(why) = problem {
                 self.mark_unhealthy(d.id, &why)?;
@@ -215,6 +226,35 @@ impl ContainerStore {
         lock(&self.changed).insert(d.id);
         guard.insert(d.id, (vi, d));
         Ok(())
+    }
+
+    /// A member of `pipeline` caught up by installing a snapshot at `to` after applying up to
+    /// `from`: the entries between never ran here, so every container of that pipeline still
+    /// taking writes (OPEN or CLOSING) may lack blocks. Each is marked UNHEALTHY (needs
+    /// repair: never served, never closed with a BCSID it does not hold, re-replicated by
+    /// the SCM). Returns the containers marked.
+    pub fn mark_skipped_by_snapshot(
+        &self,
+        pipeline: u64,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<u64>, DnError> {
+        let affected: Vec<u64> = lock(&self.meta)
+            .values()
+            .filter(|(_, d)| {
+                d.origin_pipeline == pipeline
+                    && matches!(d.state, ContainerState::Open | ContainerState::Closing)
+            })
+            .map(|(_, d)| d.id)
+            .collect();
+        let why = format!(
+            "pipeline {pipeline} caught up by snapshot: entries {}..={to} were never applied here",
+            from.saturating_add(1)
+        );
+        for cid in &affected {
+            self.mark_unhealthy(*cid, &why)?;
+        }
+        Ok(affected)
     }
 
     /// Marks a container UNHEALTHY (damaged files, missing data): never served again.

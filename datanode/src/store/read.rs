@@ -8,7 +8,7 @@ use rozone_types::BlockId;
 
 use super::ContainerStore;
 use crate::error::DnError;
-use crate::types::{BlockData, ContainerState};
+use crate::types::{BlockData, ContainerState, MAX_CHUNK};
 
 /// Bytes of one stored chunk, widened to whole checksum windows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,7 +49,8 @@ impl ContainerStore {
         self.volumes[vi].blocks(cid, start, count)
     }
 
-    /// Reads committed bytes `[offset, offset + len)` of a block (`len` 0: to the end).
+    /// Reads committed bytes `[offset, offset + len)` of a block (`len` 0: to the end, when
+    /// that is at most [`MAX_CHUNK`] bytes: one reply never holds more, whatever the block).
     pub fn read(&self, id: BlockId, offset: u64, len: u64) -> Result<(Vec<Segment>, u64), DnError> {
         let b = self.get_block(id)?;
         let len = if len == 0 {
@@ -64,6 +65,14 @@ impl ContainerStore {
                 format!(
                     "block {id} has {} committed bytes; [{offset}, {end}) is past the end",
                     b.length
+                ),
+            ));
+        }
+        if len > MAX_CHUNK {
+            return Err(DnError::new(
+                DnCode::OutOfRange,
+                format!(
+                    "[{offset}, {end}) of block {id} is {len} bytes, above the {MAX_CHUNK} byte read limit; read it in ranges"
                 ),
             ));
         }

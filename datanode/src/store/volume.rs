@@ -9,12 +9,16 @@ use rozone_kv::rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use rozone_kv::{cf, key_u64, u64_key, DbTuning};
 use rozone_types::BlockId;
 
+use super::digest::ContentDigest;
 use crate::error::DnError;
-use crate::types::{BlockData, ChunkInfo, Descriptor};
+use crate::types::{BlockData, ChunkInfo, ContainerState, Descriptor};
 
 const CF_CONTAINERS: &str = "containers";
 const CF_BLOCKS: &str = "blocks";
 const CF_CHUNKS: &str = "chunks";
+/// Content digest per container ([`ContentDigest`]'s versioned record), written in the same
+/// batch as the descriptor.
+const CF_DIGESTS: &str = "digests";
 
 pub struct Volume {
     root: PathBuf,
@@ -66,7 +70,7 @@ impl Volume {
         }
         let db = rozone_kv::open(
             &root.join("db"),
-            &[CF_CONTAINERS, CF_BLOCKS, CF_CHUNKS],
+            &[CF_CONTAINERS, CF_BLOCKS, CF_CHUNKS, CF_DIGESTS],
             &DbTuning::default(),
         )?;
         Ok(Self {
@@ -147,13 +151,21 @@ impl Volume {
             .iterator_cf(cf(&self.db, CF_CONTAINERS)?, IteratorMode::Start)
         {
             let (k, v) = item?;
-            let d: Descriptor = decode("container descriptor", &v)?;
+            let mut d: Descriptor = decode("container descriptor", &v)?;
             if key_u64(&k) != Some(d.id) {
                 return Err(DnError::io(
                     "container table",
                     format!("key does not match descriptor {}", d.id),
                 ));
             }
+            d.digest = match self.db.get_cf(cf(&self.db, CF_DIGESTS)?, u64_key(d.id))? {
+                Some(rec) => ContentDigest::decode(&rec)?,
+                // Written before digests were kept: computed once from the blocks.
+                None if d.state != ContainerState::Deleted => {
+                    ContentDigest::of(&self.blocks(d.id, 0, usize::MAX)?)
+                }
+                None => ContentDigest::default(),
+            };
             out.push(d);
         }
         Ok(out)
@@ -182,8 +194,10 @@ impl Volume {
         Ok(())
     }
 
+    /// The descriptor and its content digest (one batch: they never disagree on disk).
     pub fn put_descriptor(&self, batch: &mut WriteBatch, d: &Descriptor) -> Result<(), DnError> {
         batch.put_cf(cf(&self.db, CF_CONTAINERS)?, u64_key(d.id), encode(d)?);
+        batch.put_cf(cf(&self.db, CF_DIGESTS)?, u64_key(d.id), d.digest.encode());
         Ok(())
     }
 
@@ -241,6 +255,24 @@ impl Volume {
         }
     }
 
+    /// Committed-chunk rows of a block not yet put (in offset order).
+    pub fn chunk_rows(&self, b: BlockId) -> Result<Vec<ChunkInfo>, DnError> {
+        let prefix = block_key(b);
+        let mut out = Vec::new();
+        let it = self.db.iterator_cf(
+            cf(&self.db, CF_CHUNKS)?,
+            IteratorMode::From(&prefix, Direction::Forward),
+        );
+        for item in it {
+            let (k, v) = item?;
+            if !k.starts_with(&prefix) {
+                break;
+            }
+            out.push(decode("chunk", &v)?);
+        }
+        Ok(out)
+    }
+
     pub fn put_chunk(
         &self,
         batch: &mut WriteBatch,
@@ -275,6 +307,12 @@ impl Volume {
         batch.delete_range_cf(cf(&self.db, CF_CHUNKS)?, &cfrom, &cto);
         Ok(())
     }
+}
+
+/// Fsyncs a directory whose entries changed (a file or directory created, renamed in or
+/// out), so the change survives power loss: `rozone_raft::sync_dir`, the one "fsync dir".
+pub fn sync_dir(p: &Path) -> Result<(), DnError> {
+    rozone_raft::sync_dir(p).map_err(|e| DnError::io(&format!("fsync {}", p.display()), e))
 }
 
 /// Removes a file or directory tree, ignoring "not found".

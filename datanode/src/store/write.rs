@@ -4,15 +4,16 @@
 
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rozone_kv::rocksdb::WriteBatch;
 use rozone_types::codes::DnCode;
 use rozone_types::BlockId;
 
+use super::volume::{self, sync_dir};
 use super::{lock, ContainerStore};
 use crate::error::DnError;
-use crate::types::{ChunkInfo, ContainerState, Descriptor};
+use crate::types::{block_range_end, ChunkInfo, ContainerState, Descriptor};
 
 impl ContainerStore {
     /// The volume a write for `cid` goes to: the container's, or the one with most room
@@ -71,11 +72,21 @@ impl ContainerStore {
             check_writable(d)?;
             return Ok(*vi);
         }
-        let dir = self.volumes[vi].container_dir(cid).join("chunks");
+        let cdir = self.volumes[vi].container_dir(cid);
+        let dir = cdir.join("chunks");
         std::fs::create_dir_all(&dir)
             .map_err(|e| DnError::io(&format!("create {}", dir.display()), e))?;
         if self.sync {
-            sync_dir(dir.parent().and_then(Path::parent).unwrap_or(&dir));
+            // Both new entries (`<cid>` in `containers/`, `chunks` in `<cid>`) are durable
+            // before the descriptor is written; if not, no container: the directory goes.
+            let synced = sync_dir(&cdir).and_then(|()| match cdir.parent() {
+                Some(p) => sync_dir(p),
+                None => Ok(()),
+            });
+            if let Err(e) = synced {
+                volume::remove(&cdir);
+                return Err(e);
+            }
         }
         tracing::info!(
             container_id = cid,
@@ -110,7 +121,19 @@ impl ContainerStore {
         }
         verify(block, chunk, data)?;
         let vi = self.ensure_open(block.container_id, pipeline, chunk.len, None)?;
+        let committed = self.committed_ranges(vi, block)?;
+        if committed.iter().any(|c| c == chunk) {
+            // A retry of a committed chunk: its bytes are the same, nothing to write.
+            return Ok(());
+        }
+        if let Some(c) = committed
+            .iter()
+            .find(|c| c.offset < chunk.end() && chunk.offset < c.end())
+        {
+            return Err(overwrite(block, chunk, c));
+        }
         let path = self.volumes[vi].block_file(block);
+        let fresh = !path.exists();
         let f = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
@@ -122,6 +145,15 @@ impl ContainerStore {
         if self.sync {
             f.sync_data()
                 .map_err(|e| DnError::io(&format!("sync {}", path.display()), e))?;
+            if fresh {
+                // A new block file: its name is durable before the write is acknowledged.
+                // If not, the file goes, so a retry creates (and syncs) it again.
+                if let Err(e) = path.parent().map_or(Ok(()), sync_dir) {
+                    drop(f);
+                    volume::remove(&path);
+                    return Err(e);
+                }
+            }
         }
         self.remember(block, chunk.offset, chunk.len, first(chunk));
         Ok(())
@@ -139,6 +171,7 @@ impl ContainerStore {
             volume: vi,
             path,
             file: Some(file),
+            installed: false,
         })
     }
 
@@ -171,12 +204,25 @@ impl ContainerStore {
         }
         drop(f);
         let vi = self.ensure_open(block.container_id, pipeline, chunk.len, Some(staged.volume))?;
+        // The staged file replaces the whole block file: only a block with nothing committed
+        // may take it (or the very same stream again, which changes nothing).
+        let committed = self.committed_ranges(vi, block)?;
+        if committed.len() == 1 && committed[0] == *chunk {
+            return Ok(());
+        }
+        if let Some(c) = committed.first() {
+            return Err(overwrite(block, chunk, c));
+        }
         let dest = self.volumes[vi].block_file(block);
         std::fs::rename(&staged.path, &dest)
             .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+        staged.installed = true;
         if self.sync {
-            if let Some(p) = dest.parent() {
-                sync_dir(p);
+            // The rename is durable before the stream is acknowledged; if not, the block
+            // file goes (nothing was committed in it: checked above).
+            if let Err(e) = dest.parent().map_or(Ok(()), sync_dir) {
+                volume::remove(&dest);
+                return Err(e);
             }
         }
         self.remember(block, 0, chunk.len, first(chunk));
@@ -194,8 +240,18 @@ impl ContainerStore {
         }
     }
 
+    /// Chunks of a block committed on this replica: its block record's, or the chunk rows of
+    /// a block not yet put. Their bytes are immutable.
+    fn committed_ranges(&self, vi: usize, block: BlockId) -> Result<Vec<ChunkInfo>, DnError> {
+        let v = &self.volumes[vi];
+        let mut out = v.get_block(block)?.map(|b| b.chunks).unwrap_or_default();
+        out.extend(v.chunk_rows(block)?);
+        Ok(out)
+    }
+
     /// Bytes of a block file as written (committed or not), for peers pulling them.
     pub fn read_raw(&self, block: BlockId, offset: u64, len: u64) -> Result<Vec<u8>, DnError> {
+        let end = block_range_end(&format!("block {block}"), offset, len)?;
         let (vi, _) = self.live(block.container_id)?;
         let path = self.volumes[vi].block_file(block);
         let f = std::fs::File::open(&path)
@@ -204,10 +260,7 @@ impl ContainerStore {
         f.read_exact_at(&mut buf, offset).map_err(|e| {
             DnError::new(
                 DnCode::OutOfRange,
-                format!(
-                    "block {block}: bytes [{offset}, {}) not present: {e}",
-                    offset + len
-                ),
+                format!("block {block}: bytes [{offset}, {end}) not present: {e}"),
             )
         })?;
         Ok(buf)
@@ -219,6 +272,8 @@ pub struct StagedFile {
     volume: usize,
     path: PathBuf,
     file: Option<std::fs::File>,
+    /// Renamed into place: nothing to remove.
+    installed: bool,
 }
 
 impl StagedFile {
@@ -234,10 +289,21 @@ impl StagedFile {
 
 impl Drop for StagedFile {
     fn drop(&mut self) {
-        if self.file.is_some() {
-            super::volume::remove(&self.path);
+        if !self.installed {
+            volume::remove(&self.path);
         }
     }
+}
+
+/// The refusal of a write over committed bytes.
+fn overwrite(block: BlockId, chunk: &ChunkInfo, committed: &ChunkInfo) -> DnError {
+    DnError::invalid(format!(
+        "block {block}: [{}, {}) would overwrite committed bytes [{}, {}); committed bytes are immutable",
+        chunk.offset,
+        chunk.end(),
+        committed.offset,
+        committed.end()
+    ))
 }
 
 fn first(c: &ChunkInfo) -> u32 {
@@ -269,11 +335,5 @@ fn check_writable(d: &Descriptor) -> Result<(), DnError> {
             DnCode::ClosedContainerIo,
             format!("container {} is {s:?}: no more writes", d.id),
         )),
-    }
-}
-
-fn sync_dir(p: &Path) {
-    if let Ok(f) = std::fs::File::open(p) {
-        let _ = f.sync_all();
     }
 }

@@ -257,6 +257,11 @@ fn config(dir: &std::path::Path, id: u64, scm: &str) -> Config {
 impl Cluster {
     /// A fake SCM and `n` running datanodes (ids 1..=n).
     pub async fn start(n: u64) -> Self {
+        Self::start_with(n, |_| {}).await
+    }
+
+    /// As [`Cluster::start`], with `tweak` applied to every datanode's config.
+    pub async fn start_with(n: u64, tweak: impl Fn(&mut Config)) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let (scm, scm_addr) = FakeScm::serve().await;
         let mut c = Self {
@@ -266,16 +271,22 @@ impl Cluster {
             nodes: Vec::new(),
         };
         for _ in 0..n {
-            c.add_node().await;
+            c.add_node_with(&tweak).await;
         }
         c
     }
 
     pub async fn add_node(&mut self) -> usize {
+        self.add_node_with(|_| {}).await
+    }
+
+    pub async fn add_node_with(&mut self, tweak: impl Fn(&mut Config)) -> usize {
         let id = self.nodes.len() as u64 + 1;
+        let mut config = config(self.dir.path(), id, &self.scm_addr);
+        tweak(&mut config);
         let mut node = Node {
             id,
-            config: config(self.dir.path(), id, &self.scm_addr),
+            config,
             dn: None,
         };
         node.start().await;

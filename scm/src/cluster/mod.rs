@@ -8,6 +8,7 @@
 //! replicated state are in [`crate::leader`].
 
 pub mod commands;
+pub mod lifecycle;
 pub mod nodes;
 pub mod replicas;
 pub mod replication;

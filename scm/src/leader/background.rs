@@ -10,12 +10,12 @@ use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::Status;
 
-use super::{storage_error, ScmCore};
 use crate::cluster::nodes::NodeHealth;
 use crate::cluster::replication;
 use crate::cluster::safemode::{self, SafeModeEval, SafeModeInput};
+use crate::error::ScmError;
+use crate::node::ScmNode;
 use crate::state::{read, ContainerState};
 
 /// Most deleted-block transactions sent per pass.
@@ -26,7 +26,7 @@ pub fn tick_interval(stale_after: Duration) -> Duration {
     (stale_after / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
 }
 
-pub fn spawn(core: Arc<ScmCore>, stop: CancellationToken) -> JoinHandle<()> {
+pub fn spawn(core: Arc<ScmNode>, stop: CancellationToken) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(tick_interval(core.cfg.datanode_stale_after));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -48,12 +48,12 @@ pub fn spawn(core: Arc<ScmCore>, stop: CancellationToken) -> JoinHandle<()> {
     })
 }
 
-impl ScmCore {
+impl ScmNode {
     async fn tick(
         &self,
         last_rm: &mut Option<(u64, Instant)>,
         last_del: &mut Option<Instant>,
-    ) -> Result<(), Status> {
+    ) -> Result<(), ScmError> {
         let (term, healthy) = {
             let mut m = self.lead()?;
             let now = Instant::now();
@@ -109,8 +109,8 @@ impl ScmCore {
     }
 
     /// The safe-mode rule over the leader's current knowledge.
-    pub fn safe_mode_eval(&self) -> Result<(SafeModeEval, SafeModeInput), Status> {
-        let containers = read::containers(&self.group.db(), None).map_err(storage_error)?;
+    pub fn safe_mode_eval(&self) -> Result<(SafeModeEval, SafeModeInput), ScmError> {
+        let containers = read::containers(&self.group.db(), None)?;
         let m = self.lead()?;
         let finished: Vec<_> = containers
             .iter()
@@ -141,13 +141,13 @@ impl ScmCore {
 
     /// Sends pending deleted-block transactions to the datanodes holding their container
     /// (again after `replication_inflight_timeout` when not executed).
-    fn deliver_deleted_blocks(&self) -> Result<(), Status> {
+    fn deliver_deleted_blocks(&self) -> Result<(), ScmError> {
         let db = self.group.db();
-        let pending = read::pending_deleted_blocks(&db, DELETE_BATCH).map_err(storage_error)?;
+        let pending = read::pending_deleted_blocks(&db, DELETE_BATCH)?;
         let mut members = BTreeMap::new();
         for t in &pending {
-            if let Some(c) = read::container(&db, t.container_id).map_err(storage_error)? {
-                let p = read::pipeline(&db, c.pipeline_id).map_err(storage_error)?;
+            if let Some(c) = read::container(&db, t.container_id)? {
+                let p = read::pipeline(&db, c.pipeline_id)?;
                 members.insert(t.container_id, p.map(|p| p.members).unwrap_or_default());
             }
         }

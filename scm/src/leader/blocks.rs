@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use rozone_proto::scm as pb;
-use tonic::Status;
 
-use super::{id_error, now_ms, refused, storage_error, Counters, ScmCore};
-use crate::convert::Invalid;
+use crate::convert;
+use crate::error::{Invalid, ScmError};
+use crate::node::{now_ms, Counters, ScmNode};
 use crate::state::{
     read, ContainerInfo, ContainerState, PipelineInfo, PipelineState, ReplicationFactor,
     ScmRequest, ScmResponse, SEQ_CONTAINER_ID, SEQ_DEL_TXN_ID, SEQ_LOCAL_ID,
@@ -24,11 +24,11 @@ pub const MAX_BLOCKS_PER_CALL: u32 = 1000;
 /// Most blocks one DeleteBlocks call may carry.
 pub const MAX_DELETES_PER_CALL: usize = 100_000;
 
-impl ScmCore {
+impl ScmNode {
     pub async fn allocate_blocks(
         &self,
         r: pb::AllocateBlockRequest,
-    ) -> Result<pb::AllocateBlockReply, Status> {
+    ) -> Result<pb::AllocateBlockReply, ScmError> {
         let block_size = self.cfg.block_size.as_u64();
         if r.count == 0 || r.count > MAX_BLOCKS_PER_CALL {
             return Err(Invalid(format!(
@@ -51,7 +51,7 @@ impl ScmCore {
         {
             let m = self.lead()?;
             if m.safe_mode.in_safe_mode {
-                return Err(Status::failed_precondition(format!(
+                return Err(ScmError::FailedPrecondition(format!(
                     "SCM is in safe mode, block allocation is refused until it exits: {}",
                     m.safe_mode_detail
                 )));
@@ -66,13 +66,13 @@ impl ScmCore {
             let (c, p) = self
                 .pick_container(&r.owner, size, &exclude_dn, &exclude_p, &exclude_c)
                 .await?;
-            let local_id = self.ids.next_id(SEQ_LOCAL_ID).await.map_err(id_error)?;
+            let local_id = self.ids.next_id(SEQ_LOCAL_ID).await?;
             let (pipeline, full) = {
                 let mut m = self.lead()?;
                 let used = m.allocated.entry(c.id).or_insert(c.used_bytes);
                 *used += size;
                 let full = used.saturating_add(block_size) > self.cfg.container_size.as_u64();
-                (self.pipeline_pb(&p, &m), full)
+                (convert::pipeline(&p, &m), full)
             };
             blocks.push(pb::AllocatedBlock {
                 block_id: Some(pb::BlockId {
@@ -99,16 +99,15 @@ impl ScmCore {
         exclude_dn: &BTreeSet<u64>,
         exclude_p: &BTreeSet<u64>,
         exclude_c: &BTreeSet<u64>,
-    ) -> Result<(ContainerInfo, PipelineInfo), Status> {
+    ) -> Result<(ContainerInfo, PipelineInfo), ScmError> {
         let db = self.group.db();
-        let pipelines: BTreeMap<u64, PipelineInfo> = read::pipelines(&db)
-            .map_err(storage_error)?
+        let pipelines: BTreeMap<u64, PipelineInfo> = read::pipelines(&db)?
             .into_iter()
             .filter(|p| p.state == PipelineState::Open && !exclude_p.contains(&p.id))
             .filter(|p| !p.members.iter().any(|d| exclude_dn.contains(d)))
             .map(|p| (p.id, p))
             .collect();
-        let open = read::containers(&db, Some(ContainerState::Open)).map_err(storage_error)?;
+        let open = read::containers(&db, Some(ContainerState::Open))?;
         drop(db);
         let cap = self.cfg.container_size.as_u64();
         let per_pipeline = self.cfg.open_containers_per_pipeline as usize;
@@ -119,7 +118,7 @@ impl ScmCore {
                 .filter(|p| p.members.iter().all(|d| m.nodes.is_healthy(*d)))
                 .collect();
             if usable.is_empty() {
-                return Err(Status::resource_exhausted(format!(
+                return Err(ScmError::Exhausted(format!(
                     "no OPEN pipeline of three HEALTHY datanodes to allocate blocks on \
                      ({} healthy datanodes registered; pipelines are created once 3 are)",
                     m.nodes.healthy_ids().len()
@@ -163,8 +162,8 @@ impl ScmCore {
             let p = pipelines[&c.pipeline_id].clone();
             return Ok((c, p));
         }
-        let pid = new_on.ok_or_else(|| Status::internal("no pipeline chosen"))?;
-        let id = self.ids.next_id(SEQ_CONTAINER_ID).await.map_err(id_error)?;
+        let pid = new_on.ok_or_else(|| ScmError::Internal("no pipeline chosen".into()))?;
+        let id = self.ids.next_id(SEQ_CONTAINER_ID).await?;
         let info = ContainerInfo {
             id,
             state: ContainerState::Open,
@@ -180,7 +179,7 @@ impl ScmCore {
             .write(ScmRequest::CreateContainer(info.clone()))
             .await?;
         if r != (ScmResponse::ContainerCreated { id }) {
-            return Err(refused("create container", &r));
+            return Err(ScmError::refused("create container", r));
         }
         tracing::info!(container = id, pipeline = pid, owner, "container opened");
         Counters::add(&self.counters.containers_created, 1);
@@ -192,7 +191,7 @@ impl ScmCore {
     pub async fn delete_blocks(
         &self,
         r: pb::DeleteBlocksRequest,
-    ) -> Result<pb::DeleteBlocksReply, Status> {
+    ) -> Result<pb::DeleteBlocksReply, ScmError> {
         if r.blocks.is_empty() || r.blocks.len() > MAX_DELETES_PER_CALL {
             return Err(Invalid(format!(
                 "blocks must hold 1..={MAX_DELETES_PER_CALL} block ids, got {}",
@@ -217,9 +216,9 @@ impl ScmCore {
         drop(self.lead()?);
         for id in by_container.keys() {
             match self.container(*id)? {
-                None => return Err(Status::not_found(format!("container {id} does not exist"))),
+                None => return Err(ScmError::NotFound(format!("container {id} does not exist"))),
                 Some(c) if c.state == ContainerState::Deleted => {
-                    return Err(Status::failed_precondition(format!(
+                    return Err(ScmError::FailedPrecondition(format!(
                         "container {id} is DELETED: its blocks are gone already"
                     )))
                 }
@@ -230,7 +229,7 @@ impl ScmCore {
         for (container_id, mut local_ids) in by_container {
             local_ids.sort_unstable();
             local_ids.dedup();
-            let txn_id = self.ids.next_id(SEQ_DEL_TXN_ID).await.map_err(id_error)?;
+            let txn_id = self.ids.next_id(SEQ_DEL_TXN_ID).await?;
             let r = self
                 .write(ScmRequest::AddDeletedBlocks {
                     txn_id,
@@ -239,7 +238,7 @@ impl ScmCore {
                 })
                 .await?;
             if r != (ScmResponse::DeletedBlocksAdded { txn_id }) {
-                return Err(refused("add deleted blocks", &r));
+                return Err(ScmError::refused("add deleted blocks", r));
             }
             txn_ids.push(txn_id);
         }

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
-use tonic::Status;
 
-use super::{refused, storage_error, Counters, ScmCore};
 use crate::cluster::nodes::NodeHealth;
 use crate::convert;
+use crate::error::ScmError;
+use crate::node::{Counters, ScmNode};
 use crate::state::types::PIPELINE_MEMBERS;
 use crate::state::{
     read, ContainerState, PipelineInfo, PipelineState, ScmRequest, ScmResponse, SEQ_PIPELINE_ID,
@@ -61,11 +61,11 @@ pub fn plan_pipelines(
     }
 }
 
-impl ScmCore {
+impl ScmNode {
     /// Opens as many pipelines as the healthy datanodes allow.
-    pub async fn create_pipelines(&self) -> Result<Vec<u64>, Status> {
+    pub async fn create_pipelines(&self) -> Result<Vec<u64>, ScmError> {
         let _alloc = self.alloc.lock().await;
-        let pipelines = read::pipelines(&self.group.db()).map_err(storage_error)?;
+        let pipelines = read::pipelines(&self.group.db())?;
         let open: Vec<&PipelineInfo> = pipelines
             .iter()
             .filter(|p| p.state == PipelineState::Open)
@@ -102,11 +102,7 @@ impl ScmCore {
         let mut created = Vec::new();
         for members in plan {
             debug_assert_eq!(members.len(), PIPELINE_MEMBERS);
-            let id = self
-                .ids
-                .next_id(SEQ_PIPELINE_ID)
-                .await
-                .map_err(super::id_error)?;
+            let id = self.ids.next_id(SEQ_PIPELINE_ID).await?;
             let r = self
                 .write(ScmRequest::CreatePipeline(PipelineInfo {
                     id,
@@ -116,7 +112,7 @@ impl ScmCore {
                 }))
                 .await?;
             if r != (ScmResponse::PipelineCreated { id }) {
-                return Err(refused("create pipeline", &r));
+                return Err(ScmError::refused("create pipeline", r));
             }
             let mut m = self.lead()?;
             let details: Vec<pb::DatanodeDetails> = members
@@ -146,16 +142,16 @@ impl ScmCore {
     /// Closes pipeline `id` (idempotent): replicated close, close commands to its live
     /// members, and its OPEN containers go CLOSING (replicas then report CLOSED or
     /// QUASI_CLOSED). Unknown ids are `NOT_FOUND`.
-    pub async fn close_pipeline(&self, id: u64, reason: &str) -> Result<(), Status> {
+    pub async fn close_pipeline(&self, id: u64, reason: &str) -> Result<(), ScmError> {
         let db = self.group.db();
-        let Some(p) = read::pipeline(&db, id).map_err(storage_error)? else {
-            return Err(Status::not_found(format!("pipeline {id} does not exist")));
+        let Some(p) = read::pipeline(&db, id)? else {
+            return Err(ScmError::NotFound(format!("pipeline {id} does not exist")));
         };
         drop(db);
         if p.state == PipelineState::Open {
             let r = self.write(ScmRequest::ClosePipeline { id }).await?;
             if r != (ScmResponse::PipelineClosed { id }) {
-                return Err(refused("close pipeline", &r));
+                return Err(ScmError::refused("close pipeline", r));
             }
             tracing::info!(pipeline = id, reason, "pipeline closed");
             Counters::add(&self.counters.pipelines_closed, 1);
@@ -170,8 +166,7 @@ impl ScmCore {
                 }
             }
         }
-        let open = read::containers(&self.group.db(), Some(ContainerState::Open))
-            .map_err(storage_error)?;
+        let open = read::containers(&self.group.db(), Some(ContainerState::Open))?;
         for c in open.into_iter().filter(|c| c.pipeline_id == id) {
             self.finalize_container(c.id, "its pipeline closed").await?;
         }
@@ -180,8 +175,8 @@ impl ScmCore {
 
     /// Closes open pipelines with a DEAD member, or with a member this leader has not
     /// heard of for `datanode_dead_after` since it took over.
-    pub async fn close_failed_pipelines(&self) -> Result<(), Status> {
-        let pipelines = read::pipelines(&self.group.db()).map_err(storage_error)?;
+    pub async fn close_failed_pipelines(&self) -> Result<(), ScmError> {
+        let pipelines = read::pipelines(&self.group.db())?;
         let failed: Vec<(u64, u64)> = {
             let m = self.lead()?;
             let grace_over = m.started.elapsed() >= self.cfg.datanode_dead_after;
@@ -204,27 +199,6 @@ impl ScmCore {
                 .await?;
         }
         Ok(())
-    }
-
-    /// The wire form of a pipeline, with member addresses from the registry (a member the
-    /// leader does not know yet is listed by id only) and the reported leader.
-    pub fn pipeline_pb(&self, p: &PipelineInfo, m: &crate::cluster::ClusterState) -> pb::Pipeline {
-        pb::Pipeline {
-            id: p.id,
-            members: p
-                .members
-                .iter()
-                .map(|d| match m.nodes.get(*d) {
-                    Some(n) => convert::datanode_details(&n.details),
-                    None => pb::DatanodeDetails {
-                        id: *d,
-                        ..Default::default()
-                    },
-                })
-                .collect(),
-            leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
-            state: convert::pipeline_state(p.state) as i32,
-        }
     }
 }
 

@@ -2,149 +2,26 @@
 //!
 //! Everything in a request is converted and checked first, so a malformed request changes
 //! nothing. Then the registry, replica map and command outcomes are updated in memory, and
-//! what the reports imply for the replicated container state (usage, CLOSING → CLOSED, …)
-//! is written through the log. The reply carries the datanode's queued commands.
+//! what the reports imply for the replicated container state (usage, CLOSING → CLOSED, …,
+//! judged by [`crate::cluster::lifecycle::react`]) is written through the log. The reply
+//! carries the datanode's queued commands.
 
 use std::time::Instant;
 
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
-use tonic::Status;
 
-use super::{storage_error, Counters, ScmCore};
 use crate::cluster::commands::Sent;
+use crate::cluster::lifecycle::{react, Reaction};
 use crate::cluster::nodes::{Datanode, Heard};
-use crate::cluster::replicas::{ReplicaReport, ReplicaState};
-use crate::convert::{self, Invalid};
-use crate::state::{read, ContainerEvent, ContainerInfo, ContainerState, ScmRequest};
+use crate::cluster::replicas::ReplicaReport;
+use crate::convert;
+use crate::error::{Invalid, ScmError};
+use crate::node::{Counters, ScmNode};
+use crate::state::{read, ContainerEvent, ContainerInfo, ScmRequest};
 
-/// What one replica report asks of the SCM.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reaction {
-    /// Record higher usage / BCSID for the container.
-    Usage {
-        used_bytes: u64,
-        key_count: u64,
-        bcsid: u64,
-    },
-    /// Move the container through its lifecycle.
-    Event(ContainerEvent),
-    /// Tell this datanode to close its replica.
-    Close { force: bool },
-    /// Tell this datanode to delete its replica.
-    Delete,
-}
-
-/// The reactions to replica `r` of container `c`; `container_size` is when an OPEN one is
-/// full. Pure, so the container lifecycle driven by reports is tested without a cluster.
-pub fn react(c: &ContainerInfo, r: &ReplicaReport, container_size: u64) -> Vec<Reaction> {
-    use ContainerState as C;
-    use ReplicaState as R;
-    let Some(state) = r.state else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let live = matches!(c.state, C::Open | C::Closing | C::QuasiClosed);
-    let ahead = r.bcsid > c.bcsid
-        || (r.bcsid == c.bcsid && (r.used_bytes > c.used_bytes || r.block_count > c.key_count));
-    if live && ahead && state != R::Unhealthy {
-        out.push(Reaction::Usage {
-            used_bytes: r.used_bytes.max(c.used_bytes),
-            key_count: r.block_count.max(c.key_count),
-            bcsid: r.bcsid.max(c.bcsid),
-        });
-    }
-    let caught_up = r.bcsid >= c.bcsid;
-    match (c.state, state) {
-        (C::Open, R::Closed | R::QuasiClosed | R::Unhealthy) => {
-            out.push(Reaction::Event(ContainerEvent::Finalize))
-        }
-        (C::Open, R::Open | R::Closing) if r.used_bytes >= container_size => {
-            out.push(Reaction::Event(ContainerEvent::Finalize))
-        }
-        (C::Closing, R::Closed) if caught_up => out.push(Reaction::Event(ContainerEvent::Close)),
-        (C::Closing, R::QuasiClosed) => out.push(Reaction::Event(ContainerEvent::QuasiClose)),
-        (C::Closing, R::Open | R::Closing) => out.push(Reaction::Close { force: false }),
-        (C::QuasiClosed, R::Closed) if caught_up => {
-            out.push(Reaction::Event(ContainerEvent::Close))
-        }
-        (C::QuasiClosed | C::Closed, R::Open | R::Closing) => {
-            out.push(Reaction::Close { force: true })
-        }
-        (C::Closed, R::QuasiClosed) if caught_up => out.push(Reaction::Close { force: true }),
-        (C::Deleting | C::Deleted, _) => out.push(Reaction::Delete),
-        _ => {}
-    }
-    out
-}
-
-/// A checked heartbeat.
-struct Beat {
-    dn: u64,
-    usage: Option<crate::cluster::nodes::NodeUsage>,
-    full: Option<Vec<ReplicaReport>>,
-    incremental: Vec<ReplicaReport>,
-    pipelines: Vec<pb::PipelineReport>,
-    close_pipelines: Vec<(u64, String)>,
-    statuses: Vec<(u64, bool)>,
-}
-
-fn check_beat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
-    if r.datanode_id == 0 {
-        return Err(Invalid("datanode_id must be above 0".into()));
-    }
-    let full = r
-        .full_container_report
-        .as_ref()
-        .map(|f| convert::replica_reports(&f.replicas, false))
-        .transpose()?;
-    let incremental = convert::replica_reports(&r.incremental_container_report, true)?;
-    let mut close_pipelines = Vec::new();
-    for a in &r.pipeline_actions {
-        if a.pipeline_id == 0 {
-            return Err(Invalid(
-                "pipeline action: pipeline_id must be above 0".into(),
-            ));
-        }
-        match pb::pipeline_action::Action::try_from(a.action) {
-            Ok(pb::pipeline_action::Action::Close) => {
-                close_pipelines.push((a.pipeline_id, a.reason.clone()))
-            }
-            _ => {
-                return Err(Invalid(format!(
-                    "pipeline {}: action {} is not CLOSE",
-                    a.pipeline_id, a.action
-                )))
-            }
-        }
-    }
-    let mut statuses = Vec::new();
-    for s in &r.command_status {
-        match pb::command_status::Status::try_from(s.status) {
-            Ok(pb::command_status::Status::Executed) => statuses.push((s.command_id, true)),
-            Ok(pb::command_status::Status::Failed) => statuses.push((s.command_id, false)),
-            Ok(pb::command_status::Status::Pending) => {}
-            _ => {
-                return Err(Invalid(format!(
-                    "command {}: status {} is not PENDING, EXECUTED or FAILED",
-                    s.command_id, s.status
-                )))
-            }
-        }
-    }
-    Ok(Beat {
-        dn: r.datanode_id,
-        usage: r.node_report.as_ref().map(convert::node_usage),
-        full,
-        incremental,
-        pipelines: r.pipeline_reports.clone(),
-        close_pipelines,
-        statuses,
-    })
-}
-
-impl ScmCore {
-    pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, Status> {
+impl ScmNode {
+    pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, ScmError> {
         let details = r
             .datanode
             .as_ref()
@@ -159,9 +36,9 @@ impl ScmCore {
             .as_ref()
             .map(convert::node_usage)
             .unwrap_or_default();
-        let cluster_id = read::cluster_id(&self.group.db())
-            .map_err(storage_error)?
-            .ok_or_else(|| Status::failed_precondition("the SCM ring has no cluster id yet"))?;
+        let cluster_id = read::cluster_id(&self.group.db())?.ok_or_else(|| {
+            ScmError::FailedPrecondition("the SCM ring has no cluster id yet".into())
+        })?;
         let id = dn.id;
         {
             let mut m = self.lead()?;
@@ -194,8 +71,8 @@ impl ScmCore {
         }
     }
 
-    pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, Status> {
-        let b = check_beat(&r)?;
+    pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, ScmError> {
+        let b = convert::heartbeat(&r)?;
         let mut txns_done = Vec::new();
         {
             let mut m = self.lead()?;
@@ -266,7 +143,7 @@ impl ScmCore {
     }
 
     /// Applies what each reported replica implies for its container.
-    async fn react_all(&self, dn: u64, reports: &[ReplicaReport]) -> Result<(), Status> {
+    async fn react_all(&self, dn: u64, reports: &[ReplicaReport]) -> Result<(), ScmError> {
         let size = self.cfg.container_size.as_u64();
         for r in reports {
             // A few rounds: a replica that reports CLOSED of an OPEN container first
@@ -294,7 +171,7 @@ impl ScmCore {
     }
 
     /// Returns whether the container's state changed (so the report is judged again).
-    async fn enact(&self, dn: u64, c: &ContainerInfo, x: Reaction) -> Result<bool, Status> {
+    async fn enact(&self, dn: u64, c: &ContainerInfo, x: Reaction) -> Result<bool, ScmError> {
         match x {
             Reaction::Usage {
                 used_bytes,
@@ -360,11 +237,10 @@ impl ScmCore {
         &self,
         dn: u64,
         reports: &[pb::PipelineReport],
-    ) -> Result<(), Status> {
+    ) -> Result<(), ScmError> {
         let db = self.group.db();
         for p in reports {
-            let open = read::pipeline(&db, p.pipeline_id)
-                .map_err(storage_error)?
+            let open = read::pipeline(&db, p.pipeline_id)?
                 .is_some_and(|x| x.state == crate::state::PipelineState::Open);
             if !open {
                 let cmd = Command::ClosePipeline(pb::ClosePipelineCommand {
@@ -377,95 +253,5 @@ impl ScmCore {
             }
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::ReplicationFactor;
-
-    fn c(state: ContainerState, bcsid: u64) -> ContainerInfo {
-        ContainerInfo {
-            id: 1,
-            state,
-            replication: ReplicationFactor::Three,
-            owner: "om".into(),
-            pipeline_id: 1,
-            used_bytes: 100,
-            key_count: 2,
-            bcsid,
-            created_at: 0,
-        }
-    }
-
-    fn r(state: ReplicaState, bcsid: u64, used: u64) -> ReplicaReport {
-        ReplicaReport {
-            container_id: 1,
-            state: Some(state),
-            bcsid,
-            block_count: 2,
-            used_bytes: used,
-            origin_pipeline: 1,
-        }
-    }
-
-    use ContainerState as C;
-    use ReplicaState as R;
-
-    #[test]
-    fn reports_drive_the_container_lifecycle() {
-        assert_eq!(react(&c(C::Open, 5), &r(R::Open, 5, 100), 1000), vec![]);
-        assert_eq!(
-            react(&c(C::Open, 5), &r(R::Open, 6, 1000), 1000),
-            vec![
-                Reaction::Usage {
-                    used_bytes: 1000,
-                    key_count: 2,
-                    bcsid: 6
-                },
-                Reaction::Event(ContainerEvent::Finalize)
-            ]
-        );
-        assert_eq!(
-            react(&c(C::Open, 5), &r(R::Closed, 5, 100), 1000),
-            vec![Reaction::Event(ContainerEvent::Finalize)]
-        );
-        assert_eq!(
-            react(&c(C::Closing, 5), &r(R::Closed, 5, 100), 1000),
-            vec![Reaction::Event(ContainerEvent::Close)]
-        );
-        // A replica behind the container's BCSID does not close it.
-        assert_eq!(
-            react(&c(C::Closing, 5), &r(R::Closed, 4, 100), 1000),
-            vec![]
-        );
-        assert_eq!(
-            react(&c(C::Closing, 5), &r(R::QuasiClosed, 5, 100), 1000),
-            vec![Reaction::Event(ContainerEvent::QuasiClose)]
-        );
-        assert_eq!(
-            react(&c(C::Closing, 5), &r(R::Open, 5, 100), 1000),
-            vec![Reaction::Close { force: false }]
-        );
-        assert_eq!(
-            react(&c(C::QuasiClosed, 5), &r(R::Closed, 5, 100), 1000),
-            vec![Reaction::Event(ContainerEvent::Close)]
-        );
-        assert_eq!(
-            react(&c(C::Closed, 5), &r(R::QuasiClosed, 5, 100), 1000),
-            vec![Reaction::Close { force: true }]
-        );
-        assert_eq!(react(&c(C::Closed, 5), &r(R::Closed, 5, 100), 1000), vec![]);
-        assert_eq!(
-            react(&c(C::Deleting, 5), &r(R::Closed, 5, 100), 1000),
-            vec![Reaction::Delete]
-        );
-        // A closed container's usage is not rewritten by reports; nor by an UNHEALTHY replica.
-        assert_eq!(react(&c(C::Closed, 5), &r(R::Closed, 9, 100), 1000), vec![]);
-        assert_eq!(
-            react(&c(C::Open, 5), &r(R::Unhealthy, 9, 100), 1000),
-            vec![Reaction::Event(ContainerEvent::Finalize)]
-        );
     }
 }

@@ -8,9 +8,7 @@ use std::time::Instant;
 
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
-use tonic::Status;
 
-use super::{storage_error, Counters, ScmCore};
 use crate::cluster::nodes::NodeHealth;
 use crate::cluster::replicas::ReplicaState;
 use crate::cluster::replication::{
@@ -18,6 +16,8 @@ use crate::cluster::replication::{
 };
 use crate::cluster::{ClusterState, Inflight};
 use crate::convert;
+use crate::error::ScmError;
+use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerInfo, ContainerState};
 
 /// Ids listed per problem kind in the status.
@@ -79,10 +79,10 @@ pub fn judge(m: &ClusterState, c: &ContainerInfo) -> (Decision, Vec<ReplicaView>
     )
 }
 
-impl ScmCore {
-    pub async fn run_replication_manager(&self) -> Result<(), Status> {
+impl ScmNode {
+    pub async fn run_replication_manager(&self) -> Result<(), ScmError> {
         let started = Instant::now();
-        let containers = read::containers(&self.group.db(), None).map_err(storage_error)?;
+        let containers = read::containers(&self.group.db(), None)?;
         let timeout = self.cfg.replication_inflight_timeout;
         let mut closing = Vec::new();
         {
@@ -218,7 +218,7 @@ impl ScmCore {
     }
 
     /// ReplicationManager status for the admin RPC.
-    pub fn replication_status(&self) -> Result<pb::ReplicationManagerStatusReply, Status> {
+    pub fn replication_status(&self) -> Result<pb::ReplicationManagerStatusReply, ScmError> {
         let m = self.lead()?;
         let (adds, deletes) = m.inflight_counts();
         let s = &m.rm;

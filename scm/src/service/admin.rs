@@ -9,8 +9,10 @@ use rozone_proto::scm::scm_admin_server::ScmAdmin;
 use tonic::{Request, Response, Status};
 
 use crate::cluster::replication::Verdict;
-use crate::convert::{self, Invalid};
-use crate::leader::{raft_error, rm, storage_error, ScmCore};
+use crate::convert;
+use crate::error::{Invalid, ScmError};
+use crate::leader::rm;
+use crate::node::ScmNode;
 use crate::state::{read, ContainerState, ScmResponse};
 
 /// Default and largest page of ListContainers.
@@ -18,9 +20,9 @@ pub const DEFAULT_LIST_LIMIT: u32 = 100;
 pub const MAX_LIST_LIMIT: u32 = 1000;
 const TRANSFER_WAIT: Duration = Duration::from_secs(30);
 
-pub struct AdminService(pub Arc<ScmCore>);
+pub struct AdminService(pub Arc<ScmNode>);
 
-fn need_id(id: u64, what: &str) -> Result<u64, Status> {
+fn need_id(id: u64, what: &str) -> Result<u64, ScmError> {
     if id == 0 {
         return Err(Invalid(format!("{what} must be above 0")).into());
     }
@@ -33,7 +35,7 @@ impl ScmAdmin for AdminService {
         &self,
         _req: Request<pb::RingInfoRequest>,
     ) -> Result<Response<pb::RingInfoReply>, Status> {
-        Ok(Response::new(crate::ring_service::ring_info(&self.0.group)))
+        Ok(Response::new(convert::ring_info(&self.0.group)))
     }
 
     async fn transfer_leader(
@@ -43,7 +45,7 @@ impl ScmAdmin for AdminService {
         let to = need_id(req.into_inner().node_id, "node_id")?;
         let g = &self.0.group;
         if !g.is_ready_leader() {
-            return Err(raft_error(g.not_leader_error()));
+            return Err(ScmError::from(g.not_leader_error()).into());
         }
         let m = g.metrics();
         if !m
@@ -52,17 +54,18 @@ impl ScmAdmin for AdminService {
             .voter_ids()
             .any(|v| v == to)
         {
-            return Err(Status::failed_precondition(format!(
+            return Err(ScmError::FailedPrecondition(format!(
                 "SCM {to} is not a voter of the ring"
-            )));
+            ))
+            .into());
         }
         if to != g.node_id() {
-            g.transfer_leader(to).await.map_err(raft_error)?;
+            g.transfer_leader(to).await.map_err(ScmError::from)?;
             g.wait_for(TRANSFER_WAIT, "the new SCM leader", move |m| {
                 m.current_leader == Some(to)
             })
             .await
-            .map_err(raft_error)?;
+            .map_err(ScmError::from)?;
         }
         Ok(Response::new(pb::TransferLeaderReply { leader_id: to }))
     }
@@ -75,18 +78,20 @@ impl ScmAdmin for AdminService {
         let state = r
             .state
             .map(|s| convert::container_state_from(s, "state"))
-            .transpose()?;
+            .transpose()
+            .map_err(ScmError::from)?;
         let limit = match r.limit {
             0 => DEFAULT_LIST_LIMIT,
             l if l > MAX_LIST_LIMIT => {
-                return Err(
-                    Invalid(format!("limit must be at most {MAX_LIST_LIMIT}, got {l}")).into(),
-                )
+                return Err(ScmError::from(Invalid(format!(
+                    "limit must be at most {MAX_LIST_LIMIT}, got {l}"
+                )))
+                .into())
             }
             l => l,
         } as usize;
         drop(self.0.lead()?);
-        let all = read::containers(&self.0.group.db(), state).map_err(storage_error)?;
+        let all = read::containers(&self.0.group.db(), state).map_err(ScmError::from)?;
         let mut after: Vec<_> = all.into_iter().filter(|c| c.id > r.start_after).collect();
         let truncated = after.len() > limit;
         after.truncate(limit);
@@ -105,7 +110,7 @@ impl ScmAdmin for AdminService {
         let c = self
             .0
             .container(id)?
-            .ok_or_else(|| Status::not_found(format!("container {id} does not exist")))?;
+            .ok_or_else(|| ScmError::NotFound(format!("container {id} does not exist")))?;
         let m = self.0.lead()?;
         let (d, views) = rm::judge(&m, &c);
         let v = rm::view(&c);
@@ -156,18 +161,19 @@ impl ScmAdmin for AdminService {
         let c = self
             .0
             .container(id)?
-            .ok_or_else(|| Status::not_found(format!("container {id} does not exist")))?;
+            .ok_or_else(|| ScmError::NotFound(format!("container {id} does not exist")))?;
         let state = match c.state {
             ContainerState::Open => match self.0.finalize_container(id, "admin close").await? {
                 ScmResponse::ContainerUpdated { state, .. } => state,
-                other => return Err(crate::leader::refused("close container", &other)),
+                other => return Err(ScmError::refused("close container", other).into()),
             },
             s
             @ (ContainerState::Closing | ContainerState::QuasiClosed | ContainerState::Closed) => s,
             s => {
-                return Err(Status::failed_precondition(format!(
+                return Err(ScmError::FailedPrecondition(format!(
                     "container {id} is {s}: it cannot be closed"
-                )))
+                ))
+                .into())
             }
         };
         Ok(Response::new(pb::CloseContainerReply {
@@ -179,7 +185,7 @@ impl ScmAdmin for AdminService {
         &self,
         _req: Request<pb::ListDatanodesRequest>,
     ) -> Result<Response<pb::ListDatanodesReply>, Status> {
-        let pipelines = read::pipelines(&self.0.group.db()).map_err(storage_error)?;
+        let pipelines = read::pipelines(&self.0.group.db()).map_err(ScmError::from)?;
         let m = self.0.lead()?;
         let datanodes = m
             .nodes
@@ -214,17 +220,18 @@ impl ScmAdmin for AdminService {
             .into_inner()
             .state
             .map(|s| convert::pipeline_state_from(s, "state"))
-            .transpose()?;
+            .transpose()
+            .map_err(ScmError::from)?;
         let db = self.0.group.db();
-        let pipelines = read::pipelines(&db).map_err(storage_error)?;
-        let open = read::containers(&db, Some(ContainerState::Open)).map_err(storage_error)?;
+        let pipelines = read::pipelines(&db).map_err(ScmError::from)?;
+        let open = read::containers(&db, Some(ContainerState::Open)).map_err(ScmError::from)?;
         drop(db);
         let m = self.0.lead()?;
         let pipelines = pipelines
             .iter()
             .filter(|p| state.is_none_or(|s| p.state == s))
             .map(|p| pb::PipelineStatus {
-                pipeline: Some(self.0.pipeline_pb(p, &m)),
+                pipeline: Some(convert::pipeline(p, &m)),
                 open_containers: open.iter().filter(|c| c.pipeline_id == p.id).count() as u32,
             })
             .collect();
@@ -278,6 +285,9 @@ impl ScmAdmin for AdminService {
         &self,
         _req: Request<pb::ReplicationManagerStatusRequest>,
     ) -> Result<Response<pb::ReplicationManagerStatusReply>, Status> {
-        self.0.replication_status().map(Response::new)
+        self.0
+            .replication_status()
+            .map(Response::new)
+            .map_err(Status::from)
     }
 }

@@ -1,10 +1,12 @@
-//! The SCM's gRPC services on the client port, thin over [`crate::leader::ScmCore`]:
-//! `ScmDatanode` (register, heartbeat), `ScmBlock` (allocate, delete blocks) and `ScmAdmin`.
-//! Errors reach the wire through one mapping: Raft refusals via `raft_status("SCM", ..)`,
-//! bad fields as `INVALID_ARGUMENT`, unknown ids as `NOT_FOUND`, wrong states as
-//! `FAILED_PRECONDITION`.
+//! The SCM's gRPC services on the client port, over [`crate::node::ScmNode`]:
+//! `ScmDatanode` (register, heartbeat) and `ScmBlock` (allocate, delete blocks) here,
+//! `ScmAdmin` in [`admin`], `ScmRing` in [`ring`]. The only code that returns
+//! `tonic::Status`: every refusal is a [`crate::error::ScmError`] mapped by its one
+//! `From` (Raft refusals as the Raft layer words them, bad fields `INVALID_ARGUMENT`,
+//! unknown ids `NOT_FOUND`, wrong states `FAILED_PRECONDITION`).
 
 pub mod admin;
+pub mod ring;
 
 use std::sync::Arc;
 
@@ -13,9 +15,9 @@ use rozone_proto::scm::scm_block_server::ScmBlock;
 use rozone_proto::scm::scm_datanode_server::ScmDatanode;
 use tonic::{Request, Response, Status};
 
-use crate::leader::ScmCore;
+use crate::node::ScmNode;
 
-pub struct DatanodeService(pub Arc<ScmCore>);
+pub struct DatanodeService(pub Arc<ScmNode>);
 
 #[tonic::async_trait]
 impl ScmDatanode for DatanodeService {
@@ -23,18 +25,26 @@ impl ScmDatanode for DatanodeService {
         &self,
         req: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterReply>, Status> {
-        self.0.register(req.into_inner()).await.map(Response::new)
+        self.0
+            .register(req.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn heartbeat(
         &self,
         req: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
-        self.0.heartbeat(req.into_inner()).await.map(Response::new)
+        self.0
+            .heartbeat(req.into_inner())
+            .await
+            .map(Response::new)
+            .map_err(Status::from)
     }
 }
 
-pub struct BlockService(pub Arc<ScmCore>);
+pub struct BlockService(pub Arc<ScmNode>);
 
 #[tonic::async_trait]
 impl ScmBlock for BlockService {
@@ -46,6 +56,7 @@ impl ScmBlock for BlockService {
             .allocate_blocks(req.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 
     async fn delete_blocks(
@@ -56,5 +67,6 @@ impl ScmBlock for BlockService {
             .delete_blocks(req.into_inner())
             .await
             .map(Response::new)
+            .map_err(Status::from)
     }
 }

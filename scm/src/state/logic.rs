@@ -9,10 +9,8 @@ use std::io;
 
 use rozone_kv::u64_key;
 use rozone_raft::codec::encode;
-use rozone_raft::{LogId, StateMachineLogic, Txn};
-use serde::de::DeserializeOwned;
+use rozone_raft::{LogId, Rows, StateMachineLogic, Txn};
 
-use super::read::decode_row;
 use super::request::{ScmRequest, ScmResponse};
 use super::types::{ContainerInfo, ContainerState, DeletedBlocksTxn, PipelineInfo, PipelineState};
 use super::{
@@ -24,18 +22,6 @@ use super::{
 /// snapshot install needs no rebuild.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct ScmLogic;
-
-fn txn_get<T: DeserializeOwned>(
-    txn: &Txn<'_>,
-    cf_name: &str,
-    key: &[u8],
-    shown: &dyn std::fmt::Display,
-) -> io::Result<Option<T>> {
-    match txn.get(cf_name, key)? {
-        Some(b) => Ok(Some(decode_row(cf_name, shown, &b)?)),
-        None => Ok(None),
-    }
-}
 
 impl StateMachineLogic for ScmLogic {
     type Request = ScmRequest;
@@ -152,7 +138,7 @@ impl StateMachineLogic for ScmLogic {
 }
 
 fn set_cluster_id(txn: &mut Txn<'_>, cluster_id: String) -> io::Result<ScmResponse> {
-    let existing: Option<String> = txn_get(txn, CF_CLUSTER, KEY_CLUSTER_ID, &"cluster_id")?;
+    let existing: Option<String> = txn.get_row(CF_CLUSTER, KEY_CLUSTER_ID)?;
     match existing {
         Some(e) if e != cluster_id => Ok(ScmResponse::ClusterIdMismatch { existing: e }),
         Some(_) => Ok(ScmResponse::ClusterIdSet { cluster_id }),
@@ -181,7 +167,7 @@ fn allocate_batch(
             new_last,
         });
     }
-    let current: u64 = txn_get(txn, CF_SEQUENCE_IDS, name.as_bytes(), &name)?.unwrap_or(0);
+    let current: u64 = txn.get_row(CF_SEQUENCE_IDS, name.as_bytes())?.unwrap_or(0);
     if current != expected_last {
         return Ok(ScmResponse::CasFailed { name, current });
     }
@@ -209,7 +195,7 @@ fn create_container(txn: &mut Txn<'_>, info: ContainerInfo) -> io::Result<ScmRes
 }
 
 fn get_container(txn: &Txn<'_>, id: u64) -> io::Result<Option<ContainerInfo>> {
-    txn_get(txn, CF_CONTAINERS, &u64_key(id), &id)
+    txn.get_row(CF_CONTAINERS, &u64_key(id))
 }
 
 fn put_container(txn: &mut Txn<'_>, c: &ContainerInfo) -> io::Result<()> {
@@ -218,7 +204,7 @@ fn put_container(txn: &mut Txn<'_>, c: &ContainerInfo) -> io::Result<()> {
 }
 
 fn get_pipeline(txn: &Txn<'_>, id: u64) -> io::Result<Option<PipelineInfo>> {
-    txn_get(txn, CF_PIPELINES, &u64_key(id), &id)
+    txn.get_row(CF_PIPELINES, &u64_key(id))
 }
 
 fn put_pipeline(txn: &mut Txn<'_>, p: &PipelineInfo) -> io::Result<()> {

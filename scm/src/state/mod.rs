@@ -29,6 +29,9 @@ pub use types::{
     ReplicationFactor,
 };
 
+/// Raft group id of the SCM ring.
+pub const GROUP: &str = "scm";
+
 /// Sequence-id rows: name (UTF-8) → last id handed out to any batch (`u64`).
 pub const CF_SEQUENCE_IDS: &str = "sequence_ids";
 /// Containers: id (big-endian) → [`ContainerInfo`].

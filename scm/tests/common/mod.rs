@@ -10,13 +10,13 @@ use rozone_proto::scm::scm_block_client::ScmBlockClient;
 use rozone_proto::scm::scm_command::Command;
 use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
 use rozone_scm::config::Config;
-use rozone_scm::ring::Ring;
+use rozone_scm::server::ScmServer;
 use tonic::transport::Channel;
 
 pub const WAIT: Duration = Duration::from_secs(30);
 
 /// A one-member SCM ring (`--init`) on free loopback ports; `tweak` adjusts the config.
-pub async fn start_scm(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> Ring {
+pub async fn start_scm(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> ScmServer {
     let mut c = Config::default();
     c.node.id = 1;
     c.node.data_dir = dir.join("scm1");
@@ -35,7 +35,7 @@ pub async fn start_scm(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -
     c.scm.block_size = rozone_config::ByteSize::mib(4);
     c.startup.init = true;
     tweak(&mut c);
-    Ring::start(&c).await.expect("start SCM")
+    ScmServer::start(&c).await.expect("start SCM")
 }
 
 pub async fn channel(addr: std::net::SocketAddr) -> Channel {
@@ -52,7 +52,7 @@ pub struct Clients {
     pub admin: ScmAdminClient<Channel>,
 }
 
-pub async fn clients(ring: &Ring) -> Clients {
+pub async fn clients(ring: &ScmServer) -> Clients {
     let ch = channel(ring.client_addr).await;
     Clients {
         dn: ScmDatanodeClient::new(ch.clone()),

@@ -1,55 +1,21 @@
 //! Wire ↔ domain conversions at the edge of the SCM's services. Incoming messages are
 //! checked here: a missing or invalid field is an [`Invalid`] naming it, which the services
-//! answer with `INVALID_ARGUMENT` before anything changes.
+//! answer with `INVALID_ARGUMENT` (through [`crate::error::ScmError`]) before anything changes.
 
 use rozone_proto::scm as pb;
 
-use crate::cluster::nodes::{Datanode, NodeHealth, NodeUsage};
-use crate::cluster::replicas::{ReplicaReport, ReplicaState};
+mod reports;
+mod ring;
+
+pub use reports::{heartbeat, node_usage, replica_report, replica_reports, Beat};
+pub use ring::ring_info;
+
+use crate::cluster::nodes::{Datanode, NodeHealth};
+use crate::cluster::replicas::ReplicaState;
 use crate::cluster::replication::Verdict;
-use crate::state::{ContainerInfo, ContainerState, PipelineState};
-
-/// A request field that is missing or invalid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct Invalid(pub String);
-
-impl From<Invalid> for tonic::Status {
-    fn from(e: Invalid) -> Self {
-        tonic::Status::invalid_argument(e.0)
-    }
-}
-
-fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
-    if ok {
-        Ok(())
-    } else {
-        Err(Invalid(msg()))
-    }
-}
-
-impl TryFrom<&pb::DatanodeDetails> for Datanode {
-    type Error = Invalid;
-
-    fn try_from(d: &pb::DatanodeDetails) -> Result<Self, Invalid> {
-        need(d.id > 0, || "datanode.id must be above 0".into())?;
-        for (name, v) in [
-            ("container_addr", &d.container_addr),
-            ("raft_addr", &d.raft_addr),
-        ] {
-            need(!v.is_empty(), || {
-                format!("datanode {}: {name} is missing", d.id)
-            })?;
-        }
-        Ok(Datanode {
-            id: d.id,
-            hostname: d.hostname.clone(),
-            container_addr: d.container_addr.clone(),
-            raft_addr: d.raft_addr.clone(),
-            replication_addr: d.replication_addr.clone(),
-        })
-    }
-}
+use crate::cluster::ClusterState;
+use crate::error::Invalid;
+use crate::state::{ContainerInfo, ContainerState, PipelineInfo, PipelineState};
 
 pub fn datanode_details(d: &Datanode) -> pb::DatanodeDetails {
     pb::DatanodeDetails {
@@ -59,68 +25,6 @@ pub fn datanode_details(d: &Datanode) -> pb::DatanodeDetails {
         raft_addr: d.raft_addr.clone(),
         replication_addr: d.replication_addr.clone(),
     }
-}
-
-pub fn node_usage(r: &pb::NodeReport) -> NodeUsage {
-    r.storage
-        .iter()
-        .filter(|s| !s.failed)
-        .fold(NodeUsage::default(), |u, s| NodeUsage {
-            capacity: u.capacity.saturating_add(s.capacity),
-            used: u.used.saturating_add(s.used),
-            remaining: u.remaining.saturating_add(s.remaining),
-        })
-}
-
-/// A reported replica; `incremental` allows `REPLICA_DELETED`.
-pub fn replica_report(
-    r: &pb::ContainerReplica,
-    incremental: bool,
-) -> Result<ReplicaReport, Invalid> {
-    need(r.container_id > 0, || {
-        "replica container_id must be above 0".into()
-    })?;
-    let st = pb::ReplicaState::try_from(r.state).map_err(|_| {
-        Invalid(format!(
-            "container {}: unknown replica state {}",
-            r.container_id, r.state
-        ))
-    })?;
-    let state = match st {
-        pb::ReplicaState::Unspecified => {
-            return Err(Invalid(format!(
-                "container {}: replica state is missing",
-                r.container_id
-            )))
-        }
-        pb::ReplicaState::ReplicaOpen => Some(ReplicaState::Open),
-        pb::ReplicaState::ReplicaClosing => Some(ReplicaState::Closing),
-        pb::ReplicaState::ReplicaQuasiClosed => Some(ReplicaState::QuasiClosed),
-        pb::ReplicaState::ReplicaClosed => Some(ReplicaState::Closed),
-        pb::ReplicaState::ReplicaUnhealthy => Some(ReplicaState::Unhealthy),
-        pb::ReplicaState::ReplicaDeleted if incremental => None,
-        pb::ReplicaState::ReplicaDeleted => {
-            return Err(Invalid(format!(
-                "container {}: REPLICA_DELETED is only valid in an incremental report",
-                r.container_id
-            )))
-        }
-    };
-    Ok(ReplicaReport {
-        container_id: r.container_id,
-        state,
-        bcsid: r.bcsid,
-        block_count: r.block_count,
-        used_bytes: r.used_bytes,
-        origin_pipeline: r.origin_pipeline_id,
-    })
-}
-
-pub fn replica_reports(
-    rs: &[pb::ContainerReplica],
-    incremental: bool,
-) -> Result<Vec<ReplicaReport>, Invalid> {
-    rs.iter().map(|r| replica_report(r, incremental)).collect()
 }
 
 pub fn replica_state(s: ReplicaState) -> pb::ReplicaState {
@@ -205,6 +109,27 @@ pub fn verdict(v: Verdict) -> pb::ReplicationHealth {
         Verdict::OverReplicated => pb::ReplicationHealth::ReplicationOverReplicated,
         Verdict::Missing => pb::ReplicationHealth::ReplicationMissing,
         Verdict::NotChecked => pb::ReplicationHealth::ReplicationNotChecked,
+    }
+}
+
+/// The wire form of a pipeline, with member addresses from the registry (a member the
+/// leader does not know yet is listed by id only) and the reported leader.
+pub fn pipeline(p: &PipelineInfo, m: &ClusterState) -> pb::Pipeline {
+    pb::Pipeline {
+        id: p.id,
+        members: p
+            .members
+            .iter()
+            .map(|d| match m.nodes.get(*d) {
+                Some(n) => datanode_details(&n.details),
+                None => pb::DatanodeDetails {
+                    id: *d,
+                    ..Default::default()
+                },
+            })
+            .collect(),
+        leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
+        state: pipeline_state(p.state) as i32,
     }
 }
 

@@ -1,5 +1,8 @@
-//! The SCM ring on this node: its Raft group over [`ScmLogic`], the peer server (Raft and
-//! snapshot downloads) and the checkpoint server for SCMs that join.
+//! One SCM process ([`ScmServer`]): binds the peer (Raft and snapshot downloads),
+//! checkpoint (for SCMs that join) and client listeners, opens the Raft group over
+//! [`ScmLogic`], serves the services of [`crate::service`] over one [`ScmNode`] and starts
+//! the leader's periodic loop. [`ScmServer::stop`] closes every database before returning
+//! (tests restart SCMs in-process).
 //!
 //! `--init` creates a one-member ring and stamps a cluster id; a plain start reopens an
 //! existing ring from disk; a start with no ring on disk and no `--init` is refused, so an
@@ -22,21 +25,21 @@ use rozone_proto::scm::scm_block_server::ScmBlockServer;
 use rozone_proto::scm::scm_datanode_server::ScmDatanodeServer;
 
 use crate::config::Config;
+use crate::node::ScmNode;
 use crate::service::admin::AdminService;
+use crate::service::ring::RingService;
 use crate::service::{BlockService, DatanodeService};
-use crate::state::{read, ScmLogic, ScmRequest, ScmResponse};
-
-/// Raft group id of the SCM ring.
-pub const GROUP: &str = "scm";
+use crate::state::{read, ScmLogic, ScmRequest, ScmResponse, GROUP};
 
 /// How long `--init` waits for its own ring to elect it.
 const INIT_WAIT: Duration = Duration::from_secs(30);
 
-/// A running SCM ring member.
-pub struct Ring {
+/// A running SCM: a ring member and its servers.
+pub struct ScmServer {
     pub group: Arc<RaftGroup<ScmLogic>>,
-    /// The leader's work: datanodes, pipelines, blocks, replication, safe mode.
-    pub core: Arc<crate::leader::ScmCore>,
+    /// The core the services share (the leader's work: datanodes, pipelines, blocks,
+    /// replication, safe mode).
+    pub node: Arc<ScmNode>,
     pub peer_addr: SocketAddr,
     pub checkpoint_addr: SocketAddr,
     pub client_addr: SocketAddr,
@@ -44,7 +47,7 @@ pub struct Ring {
     stop: CancellationToken,
 }
 
-impl Ring {
+impl ScmServer {
     /// Binds the listeners and opens the Raft group; with `init`, creates the ring.
     pub async fn start(config: &Config) -> anyhow::Result<Self> {
         let (peer_l, peer_addr) = rozone_raft::server::bind(&config.scm.peer_addr.to_string())
@@ -99,14 +102,12 @@ impl Ring {
             .await
             .context("open the SCM Raft group")?;
         let stop = CancellationToken::new();
-        let core = crate::leader::ScmCore::new(group.clone(), config.scm.clone());
+        let node = ScmNode::new(group.clone(), config.scm.clone());
         let (raft, snap) = rozone_raft::server::peer_services(&registry);
-        let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(
-            crate::ring_service::RingService {
-                group: group.clone(),
-                checkpoint_addr: checkpoint_adv,
-            },
-        );
+        let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(RingService {
+            group: group.clone(),
+            checkpoint_addr: checkpoint_adv,
+        });
         let servers = vec![
             rozone_raft::server::spawn_router(
                 "peer",
@@ -126,17 +127,17 @@ impl Ring {
                 "client",
                 Server::builder()
                     .add_service(ring_svc)
-                    .add_service(ScmDatanodeServer::new(DatanodeService(core.clone())))
-                    .add_service(ScmBlockServer::new(BlockService(core.clone())))
-                    .add_service(ScmAdminServer::new(AdminService(core.clone()))),
+                    .add_service(ScmDatanodeServer::new(DatanodeService(node.clone())))
+                    .add_service(ScmBlockServer::new(BlockService(node.clone())))
+                    .add_service(ScmAdminServer::new(AdminService(node.clone()))),
                 client_l,
                 &stop,
             ),
-            crate::leader::background::spawn(core.clone(), stop.clone()),
+            crate::leader::background::spawn(node.clone(), stop.clone()),
         ];
         let ring = Self {
             group,
-            core,
+            node,
             peer_addr,
             checkpoint_addr,
             client_addr,

@@ -1,0 +1,168 @@
+//! What datanodes send, from the wire: their details, usage, replica reports and
+//! heartbeats, each checked whole (a missing or invalid field is an [`Invalid`] naming it)
+//! before the leader applies any of it.
+
+use rozone_proto::scm as pb;
+
+use crate::cluster::nodes::{Datanode, NodeUsage};
+use crate::cluster::replicas::{ReplicaReport, ReplicaState};
+use crate::error::Invalid;
+
+fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid(msg()))
+    }
+}
+
+impl TryFrom<&pb::DatanodeDetails> for Datanode {
+    type Error = Invalid;
+
+    fn try_from(d: &pb::DatanodeDetails) -> Result<Self, Invalid> {
+        need(d.id > 0, || "datanode.id must be above 0".into())?;
+        for (name, v) in [
+            ("container_addr", &d.container_addr),
+            ("raft_addr", &d.raft_addr),
+        ] {
+            need(!v.is_empty(), || {
+                format!("datanode {}: {name} is missing", d.id)
+            })?;
+        }
+        Ok(Datanode {
+            id: d.id,
+            hostname: d.hostname.clone(),
+            container_addr: d.container_addr.clone(),
+            raft_addr: d.raft_addr.clone(),
+            replication_addr: d.replication_addr.clone(),
+        })
+    }
+}
+
+pub fn node_usage(r: &pb::NodeReport) -> NodeUsage {
+    r.storage
+        .iter()
+        .filter(|s| !s.failed)
+        .fold(NodeUsage::default(), |u, s| NodeUsage {
+            capacity: u.capacity.saturating_add(s.capacity),
+            used: u.used.saturating_add(s.used),
+            remaining: u.remaining.saturating_add(s.remaining),
+        })
+}
+
+/// A reported replica; `incremental` allows `REPLICA_DELETED`.
+pub fn replica_report(
+    r: &pb::ContainerReplica,
+    incremental: bool,
+) -> Result<ReplicaReport, Invalid> {
+    need(r.container_id > 0, || {
+        "replica container_id must be above 0".into()
+    })?;
+    let st = pb::ReplicaState::try_from(r.state).map_err(|_| {
+        Invalid(format!(
+            "container {}: unknown replica state {}",
+            r.container_id, r.state
+        ))
+    })?;
+    let state = match st {
+        pb::ReplicaState::Unspecified => {
+            return Err(Invalid(format!(
+                "container {}: replica state is missing",
+                r.container_id
+            )))
+        }
+        pb::ReplicaState::ReplicaOpen => Some(ReplicaState::Open),
+        pb::ReplicaState::ReplicaClosing => Some(ReplicaState::Closing),
+        pb::ReplicaState::ReplicaQuasiClosed => Some(ReplicaState::QuasiClosed),
+        pb::ReplicaState::ReplicaClosed => Some(ReplicaState::Closed),
+        pb::ReplicaState::ReplicaUnhealthy => Some(ReplicaState::Unhealthy),
+        pb::ReplicaState::ReplicaDeleted if incremental => None,
+        pb::ReplicaState::ReplicaDeleted => {
+            return Err(Invalid(format!(
+                "container {}: REPLICA_DELETED is only valid in an incremental report",
+                r.container_id
+            )))
+        }
+    };
+    Ok(ReplicaReport {
+        container_id: r.container_id,
+        state,
+        bcsid: r.bcsid,
+        block_count: r.block_count,
+        used_bytes: r.used_bytes,
+        origin_pipeline: r.origin_pipeline_id,
+    })
+}
+
+pub fn replica_reports(
+    rs: &[pb::ContainerReplica],
+    incremental: bool,
+) -> Result<Vec<ReplicaReport>, Invalid> {
+    rs.iter().map(|r| replica_report(r, incremental)).collect()
+}
+
+/// A checked heartbeat: what [`crate::leader::reports`] applies.
+pub struct Beat {
+    pub dn: u64,
+    pub usage: Option<NodeUsage>,
+    pub full: Option<Vec<ReplicaReport>>,
+    pub incremental: Vec<ReplicaReport>,
+    pub pipelines: Vec<pb::PipelineReport>,
+    pub close_pipelines: Vec<(u64, String)>,
+    pub statuses: Vec<(u64, bool)>,
+}
+
+/// A heartbeat, checked whole before anything changes.
+pub fn heartbeat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
+    if r.datanode_id == 0 {
+        return Err(Invalid("datanode_id must be above 0".into()));
+    }
+    let full = r
+        .full_container_report
+        .as_ref()
+        .map(|f| replica_reports(&f.replicas, false))
+        .transpose()?;
+    let incremental = replica_reports(&r.incremental_container_report, true)?;
+    let mut close_pipelines = Vec::new();
+    for a in &r.pipeline_actions {
+        if a.pipeline_id == 0 {
+            return Err(Invalid(
+                "pipeline action: pipeline_id must be above 0".into(),
+            ));
+        }
+        match pb::pipeline_action::Action::try_from(a.action) {
+            Ok(pb::pipeline_action::Action::Close) => {
+                close_pipelines.push((a.pipeline_id, a.reason.clone()))
+            }
+            _ => {
+                return Err(Invalid(format!(
+                    "pipeline {}: action {} is not CLOSE",
+                    a.pipeline_id, a.action
+                )))
+            }
+        }
+    }
+    let mut statuses = Vec::new();
+    for s in &r.command_status {
+        match pb::command_status::Status::try_from(s.status) {
+            Ok(pb::command_status::Status::Executed) => statuses.push((s.command_id, true)),
+            Ok(pb::command_status::Status::Failed) => statuses.push((s.command_id, false)),
+            Ok(pb::command_status::Status::Pending) => {}
+            _ => {
+                return Err(Invalid(format!(
+                    "command {}: status {} is not PENDING, EXECUTED or FAILED",
+                    s.command_id, s.status
+                )))
+            }
+        }
+    }
+    Ok(Beat {
+        dn: r.datanode_id,
+        usage: r.node_report.as_ref().map(node_usage),
+        full,
+        incremental,
+        pipelines: r.pipeline_reports.clone(),
+        close_pipelines,
+        statuses,
+    })
+}
