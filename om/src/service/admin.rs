@@ -160,9 +160,14 @@ impl OmAdmin for AdminService {
     ) -> Result<Response<pb::DecommissionReply>, Status> {
         let target = r.into_inner().node_id;
         let node = &self.node;
-        node.require_ready_leader()?;
         let g = &node.group;
         let m = g.metrics();
+        // A membership change commits through the log, so it needs a leader that applied an
+        // entry of its term, not a read lease: a leader that lost its quorum gets the clear
+        // quorum refusal below instead of a bare not-leader.
+        if !rozone_raft::leader_ready(&m) {
+            return Err(OmError::from(g.not_leader_error()).into());
+        }
         let membership = m.membership_config.membership();
         if membership.get_node(&target).is_none() {
             return Err(Status::not_found(format!(
