@@ -64,8 +64,10 @@ async fn paused_leader_cut_off_from_its_ring_refuses_default_reads() {
     }
 }
 
-/// Fails on 00e069b: restarted from its committed vote (openraft's leader restore), the old
-/// leader logged "OM serving" and answered the DEFAULT read with "volume bbb not found".
+/// Fails on 00e069b: restored as leader of its old term from its committed vote (openraft's
+/// leader restore), with the other members stopped, the old leader reported itself a ready
+/// leader (`role: Leader, leader_ready: true`): the state in which it answers DEFAULT reads
+/// from its old state ("volume bbb not found").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_leader_earns_its_lease_before_serving_default_reads() {
     let mut ring = ProcRing::start(3).await;

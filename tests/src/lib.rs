@@ -120,7 +120,17 @@ impl<L: StateMachineLogic + Default> RaftCluster<L> {
         (self.tune)(&mut cfg);
         let registry = GroupRegistry::default();
         let channels = Arc::new(PeerChannels::default());
-        let group = RaftGroup::start(cfg, L::default(), &registry, channels).await?;
+        // A member just stopped may still hold its RocksDB lock for a moment (its last
+        // background task drops the handle): retry that one error, within the wait bound.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let group = loop {
+            match RaftGroup::start(cfg.clone(), L::default(), &registry, channels.clone()).await {
+                Err(e) if is_lock_held(&e) && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                r => break r?,
+            }
+        };
         let (tx, rx) = oneshot::channel();
         let server = tokio::spawn(async move {
             let _ = rozone_raft::server::serve_peer(listener, registry, async {
@@ -267,6 +277,12 @@ impl Cluster {
             .map(|(id, m)| Ok((*id, kv::digest(&m.group.db())?)))
             .collect()
     }
+}
+
+/// RocksDB's "lock hold by current process" / "No locks available" on opening a database.
+fn is_lock_held(e: &rozone_raft::RaftGroupError) -> bool {
+    let m = e.to_string();
+    m.contains("lock hold") || m.contains("No locks available")
 }
 
 /// The harness with the key-value state machine.

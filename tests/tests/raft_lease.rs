@@ -24,8 +24,9 @@ async fn eventually(what: &str, f: impl Fn() -> bool) {
     }
 }
 
-/// Fails on 00e069b (before the lease): with both followers gone the old leader stays
-/// "ready" for good (openraft 0.10 keeps it in the Leader state), so the wait times out.
+/// Fails on 00e069b (run there without the lease-only assertions): with both followers gone
+/// the old leader stays "ready" for good (openraft 0.10 keeps it in the Leader state), so the
+/// wait times out after 30 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_cut_off_from_its_quorum_is_not_ready_and_refuses_writes() {
     init_tracing();
@@ -70,8 +71,9 @@ async fn sole_voter_holds_its_lease_without_acknowledgements() {
     put(&c, "a", "1").await.unwrap();
 }
 
-/// Fails on 00e069b: a restarted member granted the vote at once, although before the
-/// restart it had acknowledged appends of a leader that counts on it for an election timeout.
+/// Fails on 00e069b: the restarted member answered the vote request at once (openraft
+/// processed it), although before the restart it had acknowledged appends of a leader that
+/// counts on it not to vote for an election timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_member_withholds_its_vote_for_an_election_timeout() {
     init_tracing();
