@@ -4,12 +4,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rozone_raft::Txn;
+use rozone_raft::{Rows, Txn};
 
 use super::deleted;
 use super::shared::{
-    account, bucket_not_found, find_open_key, get, get_bucket, get_volume, path, put, refuse,
-    Applied,
+    account, bucket_not_found, find_open_key, get_bucket, get_volume, path, put, refuse, Applied,
 };
 use crate::state::request::{OmResponse, Refusal};
 use crate::state::types::{AllocatedBlock, BlockId, Key, KeyBlock, KeyVersion, OpenKey, OpenKeyId};
@@ -46,7 +45,7 @@ pub(super) fn commit(
         return refuse(Refusal::VolumeNotFound { volume: id.volume });
     };
     let kk = key_key(&id.volume, &id.bucket, &id.key);
-    let old = get::<Key>(txn, CF_KEYS, &kk)?;
+    let old = txn.get_row::<Key>(CF_KEYS, &kk)?;
     let (old_versions, freed, created_ms, version) = match &old {
         Some(o) if bucket.versioning => {
             let mut vs = o.old_versions.clone();

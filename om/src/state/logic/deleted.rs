@@ -3,9 +3,9 @@
 
 use std::io;
 
-use rozone_raft::Txn;
+use rozone_raft::{Rows, Txn};
 
-use super::shared::{get, put, Applied};
+use super::shared::{put, Applied};
 use crate::state::request::OmResponse;
 use crate::state::types::{BlockId, DeletedBlocks};
 use crate::state::CF_DELETED_BLOCKS;
@@ -21,10 +21,12 @@ pub(super) fn queue(
         return Ok(());
     }
     let k = index.to_be_bytes();
-    let mut row = get::<DeletedBlocks>(txn, CF_DELETED_BLOCKS, &k)?.unwrap_or(DeletedBlocks {
-        blocks: Vec::new(),
-        reason: String::new(),
-    });
+    let mut row = txn
+        .get_row::<DeletedBlocks>(CF_DELETED_BLOCKS, &k)?
+        .unwrap_or(DeletedBlocks {
+            blocks: Vec::new(),
+            reason: String::new(),
+        });
     row.blocks.extend(blocks);
     if row.reason.is_empty() {
         row.reason = reason;

@@ -1,10 +1,10 @@
 //! Committed keys: delete one (its blocks, older versions' included, to deletion) and
 //! rename one within its bucket.
 
-use rozone_raft::Txn;
+use rozone_raft::{Rows, Txn};
 
 use super::deleted;
-use super::shared::{account, bucket_not_found, get, get_bucket, put, refuse, Applied};
+use super::shared::{account, bucket_not_found, get_bucket, put, refuse, Applied};
 use crate::state::request::{OmResponse, Refusal};
 use crate::state::types::{BlockId, Key};
 use crate::state::{key_key, key_path, CF_KEYS};
@@ -16,7 +16,7 @@ fn find_key(
     bucket: &str,
     key: &str,
 ) -> std::io::Result<Result<Key, Refusal>> {
-    if let Some(k) = get::<Key>(txn, CF_KEYS, &key_key(volume, bucket, key))? {
+    if let Some(k) = txn.get_row::<Key>(CF_KEYS, &key_key(volume, bucket, key))? {
         return Ok(Ok(k));
     }
     if get_bucket(txn, volume, bucket)?.is_none() {
@@ -68,7 +68,7 @@ pub(super) fn rename(
         Err(r) => return refuse(r),
     };
     let to_k = key_key(&volume, &bucket, &to);
-    if from == to || get::<Key>(txn, CF_KEYS, &to_k)?.is_some() {
+    if from == to || txn.get_row::<Key>(CF_KEYS, &to_k)?.is_some() {
         return refuse(Refusal::KeyExists {
             path: key_path(&volume, &bucket, &to),
         });

@@ -20,7 +20,6 @@ mod volume;
 
 use rozone_raft::{LogId, StateMachineLogic, Txn};
 
-pub(crate) use shared::corrupt;
 use shared::Applied;
 
 use super::request::{OmRequest, OmResponse};

@@ -2,10 +2,10 @@
 //! blocks while the writer needs them, and expired (their blocks to deletion) when the
 //! writer never commits.
 
-use rozone_raft::Txn;
+use rozone_raft::{Rows, Txn};
 
 use super::deleted;
-use super::shared::{bucket_not_found, find_open_key, get, get_bucket, path, put, refuse, Applied};
+use super::shared::{bucket_not_found, find_open_key, get_bucket, path, put, refuse, Applied};
 use crate::state::request::{OmResponse, Refusal};
 use crate::state::types::{AllocatedBlock, OpenKey, OpenKeyId, Replication};
 use crate::state::{open_key_key, CF_OPEN_KEYS};
@@ -23,7 +23,7 @@ pub(super) fn open(
         return refuse(bucket_not_found(txn, &id.volume, &id.bucket)?);
     };
     let ok = open_key_key(&id);
-    if get::<OpenKey>(txn, CF_OPEN_KEYS, &ok)?.is_some() {
+    if txn.get_row::<OpenKey>(CF_OPEN_KEYS, &ok)?.is_some() {
         return refuse(Refusal::OpenKeyExists {
             path: path(&id),
             client_id: id.client_id,
@@ -77,7 +77,7 @@ pub(super) fn expire(txn: &mut Txn<'_>, index: u64, ids: Vec<OpenKeyId>, now_ms:
     let mut count = 0;
     for id in &ids {
         let ok = open_key_key(id);
-        if let Some(o) = get::<OpenKey>(txn, CF_OPEN_KEYS, &ok)? {
+        if let Some(o) = txn.get_row::<OpenKey>(CF_OPEN_KEYS, &ok)? {
             if o.expires_ms <= now_ms {
                 txn.delete(CF_OPEN_KEYS, ok);
                 gone.extend(o.blocks.iter().map(|b| b.id));

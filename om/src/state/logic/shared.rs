@@ -5,9 +5,8 @@
 
 use std::io;
 
-use rozone_raft::codec::{decode, encode};
-use rozone_raft::Txn;
-use serde::de::DeserializeOwned;
+use rozone_raft::codec::encode;
+use rozone_raft::{Rows, Txn};
 use serde::Serialize;
 
 use crate::state::request::{OmResponse, Refusal};
@@ -21,27 +20,6 @@ pub(super) type Applied = io::Result<OmResponse>;
 
 pub(super) fn refuse(r: Refusal) -> Applied {
     Ok(OmResponse::Refused(r))
-}
-
-pub(super) fn get<T: DeserializeOwned>(
-    txn: &Txn<'_>,
-    cf: &str,
-    key: &[u8],
-) -> io::Result<Option<T>> {
-    match txn.get(cf, key)? {
-        Some(b) => decode(&b).map(Some).map_err(|e| corrupt(cf, key, e)),
-        None => Ok(None),
-    }
-}
-
-pub(crate) fn corrupt(cf: &str, key: &[u8], e: io::Error) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!(
-            "corrupt row {:?} in {cf}: {e}",
-            String::from_utf8_lossy(key)
-        ),
-    )
 }
 
 /// Writes a row, encoded as stored.
@@ -61,11 +39,11 @@ pub(super) fn path(id: &OpenKeyId) -> String {
 }
 
 pub(super) fn get_volume(txn: &Txn<'_>, volume: &str) -> io::Result<Option<Volume>> {
-    get(txn, CF_VOLUMES, volume.as_bytes())
+    txn.get_row(CF_VOLUMES, volume.as_bytes())
 }
 
 pub(super) fn get_bucket(txn: &Txn<'_>, volume: &str, bucket: &str) -> io::Result<Option<Bucket>> {
-    get(txn, CF_BUCKETS, &bucket_key(volume, bucket))
+    txn.get_row(CF_BUCKETS, &bucket_key(volume, bucket))
 }
 
 /// The refusal for a missing bucket: names the volume when that is what is missing.
@@ -85,7 +63,7 @@ pub(super) fn bucket_not_found(txn: &Txn<'_>, volume: &str, bucket: &str) -> io:
 /// The open key `id`, or why there is none: another client id holding the name is
 /// `WrongClientId`, no open key of the name at all is `OpenKeyNotFound`.
 pub(super) fn find_open_key(txn: &Txn<'_>, id: &OpenKeyId) -> io::Result<Result<OpenKey, Refusal>> {
-    if let Some(o) = get::<OpenKey>(txn, CF_OPEN_KEYS, &open_key_key(id))? {
+    if let Some(o) = txn.get_row::<OpenKey>(CF_OPEN_KEYS, &open_key_key(id))? {
         return Ok(Ok(o));
     }
     if get_bucket(txn, &id.volume, &id.bucket)?.is_none() {
