@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rozone_client::om::{Exclude, OmClient};
+use rozone_client::{ClientError, RetryPolicy};
 use rozone_config::Peer;
 use rozone_om::config::{Config, Startup};
 use rozone_om::server::OmServer;
@@ -280,6 +282,44 @@ pub async fn admin_client(
     rozone_proto::om::om_admin_client::OmAdminClient::connect(format!("http://{addr}"))
         .await
         .expect("connect OM admin")
+}
+
+/// A client of the OMs at `addrs`, made as the CLI makes one (the `rozone-client` crate:
+/// leader failover, hints followed, 30 s per call).
+pub fn ring_client(addrs: &[String]) -> OmClient {
+    let ring = rozone_client::Ring::new("OM", addrs, RetryPolicy::default()).expect("OM addresses");
+    OmClient::new(ring)
+}
+
+/// Writes the metadata of a `size`-byte key: opens it and commits the allocated blocks,
+/// filled in order (the OM's part of a write; no datanode holds the bytes, and the OM does
+/// not ask).
+pub async fn put_key_metadata(
+    c: &OmClient,
+    volume: &str,
+    bucket: &str,
+    key: &str,
+    size: u64,
+) -> Result<rozone_client::types::Key, ClientError> {
+    let open = c
+        .open_key(volume, bucket, key, size, &Exclude::default())
+        .await?;
+    let mut left = size;
+    let blocks: Vec<_> = open
+        .blocks
+        .iter()
+        .map(|b| {
+            let len = left.min(b.max_size);
+            left -= len;
+            (b.block_id, len)
+        })
+        .collect();
+    if left > 0 {
+        return Err(ClientError::Invalid(format!(
+            "the allocated blocks hold {left} bytes less than {size}"
+        )));
+    }
+    c.commit_key(&open, &blocks, "").await
 }
 
 /// The `x-rozone-om-error` code of a status.
