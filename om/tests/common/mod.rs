@@ -322,7 +322,7 @@ pub async fn put_key_metadata(
     c.commit_key(&open, &blocks, "").await
 }
 
-/// The `x-rozone-om-error` code of a status.
+/// The OM error code a status carries (`rozone_types::codes::OM_ERROR`).
 pub fn code(s: &Status) -> Option<rozone_proto::om::OmErrorCode> {
-    rozone_om::error::error_code(s)
+    rozone_types::codes::om_error(s)
 }
