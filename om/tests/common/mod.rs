@@ -1,5 +1,6 @@
-//! Shared test harness: a fake SCM block service (the real one is written in parallel),
-//! OM configs on free loopback ports, and in-process OM rings over real gRPC and RocksDB.
+//! Shared test harness: a fake SCM block service (so OM tests need no SCM ring; the real
+//! SCM's block service has its own tests), OM configs on free loopback ports, in-process OM
+//! rings over real gRPC and RocksDB, and the client calls the tests make (`rozone-client`).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
