@@ -9,7 +9,7 @@
 //! which it fails with [`ClientError::Unavailable`] naming the last error.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,8 @@ struct Inner {
     leader: AtomicUsize,
     /// Start of the next `call_any` round, so reads spread over members.
     rotate: AtomicUsize,
+    /// Attempts that failed in a way worth retrying, over all calls (see [`Ring::retries`]).
+    retries: AtomicU64,
     policy: RetryPolicy,
 }
 
@@ -125,6 +127,7 @@ impl Ring {
                 members: RwLock::new(members),
                 leader: AtomicUsize::new(usize::MAX),
                 rotate: AtomicUsize::new(0),
+                retries: AtomicU64::new(0),
                 policy,
             }),
         })
@@ -149,6 +152,13 @@ impl Ring {
     pub fn leader_addr(&self) -> Option<String> {
         let i = self.inner.leader.load(Ordering::Relaxed);
         self.read_members().get(i).map(|m| m.addr.clone())
+    }
+
+    /// How many attempts of calls through this ring failed retryably (a refusal, a timeout,
+    /// an unreachable member) and were tried again or given up on: 0 means every call was
+    /// answered by the first member asked. For tests and tools that check where calls land.
+    pub fn retries(&self) -> u64 {
+        self.inner.retries.load(Ordering::Relaxed)
     }
 
     fn read_members(&self) -> std::sync::RwLockReadGuard<'_, Vec<Member>> {
@@ -260,6 +270,7 @@ impl Ring {
                 }
                 return Err(ClientError::status(&self.inner.service, status));
             }
+            self.inner.retries.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(service = %self.inner.service, what, member = %addr, code = ?status.code(), message = status.message(), "retrying");
             last_err = format!("{addr}: {}", status.message());
             let reason = rozone_rpc::retry_reason(&status);

@@ -283,6 +283,26 @@ async fn a_definite_answer_is_returned_after_one_attempt() {
 }
 
 #[tokio::test]
+async fn retries_count_the_attempts_tried_again_and_nothing_else() {
+    let b = member(2, Act::Ok).await;
+    let a = member(1, Act::NotLeader(Some(b.addr.to_string()))).await;
+    let r = ring(&[a.addr.to_string(), b.addr.to_string()], policy(5_000));
+    assert_eq!(r.retries(), 0);
+    assert_eq!(info(&r).await.unwrap(), 2);
+    assert_eq!(r.retries(), 1, "a's refusal");
+    assert_eq!(info(&r).await.unwrap(), 2);
+    assert_eq!(
+        r.retries(),
+        1,
+        "the second call went straight to the leader"
+    );
+    // A definite answer is returned, not retried.
+    b.set(Act::NotFound);
+    assert!(info(&r).await.unwrap_err().is_not_found());
+    assert_eq!(r.retries(), 1);
+}
+
+#[tokio::test]
 async fn call_any_spreads_over_members() {
     let a = member(1, Act::Ok).await;
     let b = member(2, Act::Ok).await;

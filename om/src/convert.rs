@@ -11,31 +11,17 @@ use crate::state::types::{
     Volume,
 };
 
-fn missing(what: &str) -> OmError {
-    OmError::InvalidArgument(format!("{what} is missing"))
-}
-
-/// A block id from a client or the SCM (`what` names the field in errors).
-pub fn block_id(b: Option<&spb::BlockId>, what: &str) -> Result<BlockId, OmError> {
-    let b = b.ok_or_else(|| missing(what))?;
-    Ok(BlockId {
-        container_id: b.container_id,
-        local_id: b.local_id,
-    })
-}
-
-pub fn block_id_pb(b: &BlockId) -> spb::BlockId {
-    spb::BlockId {
-        container_id: b.container_id,
-        local_id: b.local_id,
-    }
+/// A block id from a client or the SCM (`field` names it in errors): present, with both
+/// ids set (`rozone_types`' one conversion from the wire).
+pub fn block_id(b: Option<spb::BlockId>, field: &str) -> Result<BlockId, OmError> {
+    BlockId::from_field(b, field).map_err(|e| OmError::InvalidArgument(e.to_string()))
 }
 
 /// A block the SCM allocated: id and pipeline (with members) must be present.
 impl TryFrom<spb::AllocatedBlock> for AllocatedBlock {
     type Error = OmError;
     fn try_from(b: spb::AllocatedBlock) -> Result<Self, OmError> {
-        let id = block_id(b.block_id.as_ref(), "SCM AllocatedBlock.block_id")?;
+        let id = block_id(b.block_id, "SCM AllocatedBlock.block_id")?;
         let p = b
             .pipeline
             .ok_or_else(|| OmError::Scm(format!("block {id} came without its pipeline")))?;
@@ -89,7 +75,7 @@ pub fn pipeline_pb(p: &PipelineRef) -> spb::Pipeline {
 
 pub fn allocated_pb(b: &AllocatedBlock) -> spb::AllocatedBlock {
     spb::AllocatedBlock {
-        block_id: Some(block_id_pb(&b.id)),
+        block_id: Some(b.id.into()),
         pipeline: Some(pipeline_pb(&b.pipeline)),
         max_size: b.max_size,
     }
@@ -145,7 +131,7 @@ impl From<&Bucket> for pb::BucketInfo {
 
 fn key_block_pb(b: &KeyBlock) -> pb::KeyBlock {
     pb::KeyBlock {
-        block_id: Some(block_id_pb(&b.id)),
+        block_id: Some(b.id.into()),
         length: b.length,
         offset: b.offset,
         pipeline: Some(pipeline_pb(&b.pipeline)),
@@ -187,5 +173,29 @@ fn pipeline_state(open: bool) -> spb::PipelineState {
         spb::PipelineState::PipelineOpen
     } else {
         spb::PipelineState::PipelineClosed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_id_must_be_present_with_both_ids_set() {
+        let refused = |b: Option<spb::BlockId>| match block_id(b, "blocks[0].block_id") {
+            Err(OmError::InvalidArgument(m)) => m,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(refused(None), "blocks[0].block_id is missing");
+        let zero_local = spb::BlockId {
+            container_id: 4,
+            local_id: 0,
+        };
+        assert_eq!(
+            refused(Some(zero_local)),
+            "blocks[0].block_id.local_id must be set (above 0)"
+        );
+        let id = BlockId::new(4, 5);
+        assert_eq!(block_id(Some(id.into()), "b").unwrap(), id);
     }
 }

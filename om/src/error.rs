@@ -1,19 +1,15 @@
 //! Errors of the OM's services and their one mapping to `tonic::Status`.
 //!
-//! Every refusal carries metadata `x-rozone-om-error` with the name of its
-//! `rozone.om.v1.OmErrorCode`, so clients branch on a stable code, never on text. Raft
+//! Every refusal carries the metadata entry `rozone_types::codes::OM_ERROR` with the name
+//! of its `rozone.om.v1.OmErrorCode`, so clients branch on a stable code, never on text. Raft
 //! errors go through `rozone_raft::status::raft_status("OM", ..)` (retryable refusals with a
 //! leader hint).
 
-use rozone_proto::om::OmErrorCode;
 use rozone_raft::RaftGroupError;
-use tonic::metadata::MetadataValue;
+use rozone_types::codes::{with_om_error as with_code, OmErrorCode};
 use tonic::{Code, Status};
 
 use crate::state::Refusal;
-
-/// Metadata key naming the `OmErrorCode` of a refusal.
-pub const ERROR_CODE: &str = "x-rozone-om-error";
 
 #[derive(Debug, thiserror::Error)]
 pub enum OmError {
@@ -47,12 +43,6 @@ pub enum OmError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Internal(String),
-}
-
-fn with_code(mut s: Status, code: OmErrorCode) -> Status {
-    s.metadata_mut()
-        .insert(ERROR_CODE, MetadataValue::from_static(code.as_str_name()));
-    s
 }
 
 fn refusal_status(r: &Refusal) -> Status {
@@ -123,16 +113,10 @@ impl From<OmError> for Status {
     }
 }
 
-/// The `OmErrorCode` a status carries, if any (for clients and tests).
-pub fn error_code(s: &Status) -> Option<OmErrorCode> {
-    s.metadata()
-        .get(ERROR_CODE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(OmErrorCode::from_str_name)
-}
-
 #[cfg(test)]
 mod tests {
+    use rozone_types::codes::om_error as error_code;
+
     use super::*;
 
     #[test]

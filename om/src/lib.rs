@@ -7,7 +7,6 @@
 //! Must not depend on the SCM or datanode crates (only on their wire types).
 
 pub mod bootstrap;
-pub mod client;
 pub mod config;
 pub mod convert;
 pub mod error;

@@ -141,7 +141,11 @@ impl ScmClient {
 }
 
 /// A refusal worth trying again (elsewhere or later): leadership, unreachable (tonic
-/// reports a failed connection as UNAVAILABLE), timeout.
+/// reports a failed connection as UNAVAILABLE), timeout, or a connection that broke under
+/// the call (an SCM going away answers in-flight calls with an HTTP/2 GOAWAY, which tonic
+/// reports with a transport error as its source).
 fn retryable(s: &Status) -> bool {
-    crate::client::retryable(s)
+    rozone_rpc::is_retryable(s)
+        || std::error::Error::source(s)
+            .is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some())
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::convert::block_id_pb;
 use crate::node::{now_ms, OmNode};
 use crate::state::{read, OmRequest, OmResponse};
 
@@ -66,9 +65,9 @@ pub async fn hand_over_deleted_blocks(node: &OmNode) -> anyhow::Result<u64> {
     if rows.is_empty() {
         return Ok(0);
     }
-    let blocks: Vec<_> = rows
+    let blocks: Vec<rozone_proto::scm::BlockId> = rows
         .iter()
-        .flat_map(|(_, r)| r.blocks.iter().map(block_id_pb))
+        .flat_map(|(_, r)| r.blocks.iter().map(|b| (*b).into()))
         .collect();
     let n = blocks.len() as u64;
     node.scm.delete_blocks(blocks).await?;

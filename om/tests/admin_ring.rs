@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::*;
-use rozone_om::client::OmClient;
+use rozone_client::om::OmClient;
 use rozone_proto::om as pb;
 use tonic::Code;
 
@@ -86,12 +86,12 @@ async fn wait_membership(ring: &Ring, id: u64, want: &[u64]) {
 /// Writes `key` through a client that knows only `id`'s address and asserts `id` served it
 /// at once (no refusal followed): it is the ready leader.
 async fn write_at(ring: &Ring, id: u64, key: &str) {
-    let c = OmClient::new(vec![ring.addr(id)], pb::ReadConsistency::Default);
-    c.put_key_metadata("vol", "bkt", key, 7)
+    let c = ring_client(&[ring.addr(id)]);
+    put_key_metadata(&c, "vol", "bkt", key, 7)
         .await
         .unwrap_or_else(|e| panic!("write {key} at OM {id}: {e:?}"));
     assert_eq!(
-        c.retries.load(std::sync::atomic::Ordering::Relaxed),
+        c.ring().retries(),
         0,
         "OM {id} took the write {key} without a refusal"
     );
@@ -113,9 +113,9 @@ async fn applied_on(ring: &Ring, leader: u64, id: u64, key: &str) {
 
 async fn ring_with_bucket() -> (Ring, OmClient) {
     let ring = Ring::start(3, |_| {}).await;
-    let c = OmClient::new(ring.client_addrs(), pb::ReadConsistency::Default);
-    c.create_volume("vol").await.unwrap();
-    c.create_bucket("vol", "bkt").await.unwrap();
+    let c = ring_client(&ring.client_addrs());
+    c.create_volume("vol", "", None).await.unwrap();
+    c.create_bucket("vol", "bkt", None).await.unwrap();
     (ring, c)
 }
 
@@ -172,8 +172,7 @@ async fn transfer_leader_moves_leadership_to_the_named_follower_and_refuses_unkn
     assert_eq!(role(&r, old), pb::OmRole::Follower);
     assert_eq!(role(&roles(&ring, old).await, old), pb::OmRole::Follower);
     // The client still thinks `old` leads: it is refused there and follows the hint.
-    client
-        .put_key_metadata("vol", "bkt", "after", 9)
+    put_key_metadata(&client, "vol", "bkt", "after", 9)
         .await
         .unwrap();
     write_at(&ring, to, "after-direct").await;

@@ -40,10 +40,10 @@ async fn lookup(
 }
 
 async fn write_key(ring: &Ring) {
-    let c = rozone_om::client::OmClient::new(ring.client_addrs(), pb::ReadConsistency::Default);
-    c.create_volume("vol").await.unwrap();
-    c.create_bucket("vol", "bkt").await.unwrap();
-    c.put_key_metadata("vol", "bkt", "k", 5).await.unwrap();
+    let c = ring_client(&ring.client_addrs());
+    c.create_volume("vol", "", None).await.unwrap();
+    c.create_bucket("vol", "bkt", None).await.unwrap();
+    put_key_metadata(&c, "vol", "bkt", "k", 5).await.unwrap();
     for s in ring.oms.values() {
         s.group().wait_log_applied(WAIT).await.unwrap();
     }
@@ -246,9 +246,9 @@ async fn lagging_follower_refuses_with_a_finite_log_limit_then_serves_after_catc
     let lagging = *ring.oms.keys().find(|id| **id != leader).unwrap();
     // The follower keeps receiving appends (and contact) but applies nothing.
     fail::cfg("om-apply-hold", &format!("return({lagging})")).unwrap();
-    let c = rozone_om::client::OmClient::new(vec![ring.addr(leader)], pb::ReadConsistency::Default);
+    let c = ring_client(&[ring.addr(leader)]);
     for i in 0..10 {
-        c.put_key_metadata("vol", "bkt", &format!("more-{i}"), 1)
+        put_key_metadata(&c, "vol", "bkt", &format!("more-{i}"), 1)
             .await
             .unwrap();
     }

@@ -116,10 +116,8 @@ async fn volumes_buckets_keys_write_protocol_and_paging() {
     assert_eq!(code(&e), Some(E::OpenKeyNotFound), "{e:?}");
 
     // Replace it: version 1 (versioned bucket keeps the old one's bytes in use).
-    let client =
-        rozone_om::client::OmClient::new(ring.client_addrs(), pb::ReadConsistency::Default);
-    let k = client
-        .put_key_metadata("vol1", "bkt1", "dir/k1", 10)
+    let client = ring_client(&ring.client_addrs());
+    let k = put_key_metadata(&client, "vol1", "bkt1", "dir/k1", 10)
         .await
         .unwrap();
     assert_eq!((k.version, k.size), (1, 10));
@@ -138,8 +136,7 @@ async fn volumes_buckets_keys_write_protocol_and_paging() {
 
     // Paging: 25 keys, pages of 10, with a prefix.
     for i in 0..25 {
-        client
-            .put_key_metadata("vol1", "bkt1", &format!("p/{i:02}"), 1)
+        put_key_metadata(&client, "vol1", "bkt1", &format!("p/{i:02}"), 1)
             .await
             .unwrap();
     }

@@ -205,7 +205,7 @@ pub async fn commit_key(
         .enumerate()
         .map(|(i, b)| {
             Ok((
-                convert::block_id(b.block_id.as_ref(), &format!("blocks[{i}].block_id"))?,
+                convert::block_id(b.block_id, &format!("blocks[{i}].block_id"))?,
                 b.length,
             ))
         })

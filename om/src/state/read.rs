@@ -1,24 +1,18 @@
 //! Reads of the OM state from a member's own database. Whether a read may be served here
 //! (and how fresh it is) is decided before, by the read-consistency gate; these only read.
-//! Stored bytes that do not decode are an `InvalidData` error naming the row.
+//! Stored bytes that do not decode are an `InvalidData` error naming the row
+//! (`rozone_raft::Rows` for point reads, `rows::decode_row` for scans).
 
 use std::io;
 
 use rozone_kv::cf;
 use rozone_kv::rocksdb::{Direction, IteratorMode, DB};
-use rozone_raft::codec::decode;
+use rozone_raft::rows::decode_row;
+use rozone_raft::Rows;
 use serde::de::DeserializeOwned;
 
-use super::logic::corrupt;
 use super::types::{Bucket, DeletedBlocks, Key, OpenKey, OpenKeyId, Volume};
 use super::*;
-
-fn get<T: DeserializeOwned>(db: &DB, cf_name: &str, key: &[u8]) -> io::Result<Option<T>> {
-    match db.get_cf(cf(db, cf_name)?, key).map_err(io::Error::other)? {
-        Some(b) => decode(&b).map(Some).map_err(|e| corrupt(cf_name, key, e)),
-        None => Ok(None),
-    }
-}
 
 /// Rows under `base` whose name (the rest of the row key) starts with `prefix` and sorts
 /// after `start_after`: at most `limit`, and whether more follow.
@@ -50,25 +44,25 @@ fn scan_names<T: DeserializeOwned>(
         if out.len() == limit {
             return Ok((out, true));
         }
-        out.push(decode(&v).map_err(|e| corrupt(cf_name, &k, e))?);
+        out.push(decode_row(cf_name, &k, &v)?);
     }
     Ok((out, false))
 }
 
 pub fn volume(db: &DB, name: &str) -> io::Result<Option<Volume>> {
-    get(db, CF_VOLUMES, name.as_bytes())
+    db.get_row(CF_VOLUMES, name.as_bytes())
 }
 
 pub fn bucket(db: &DB, volume: &str, name: &str) -> io::Result<Option<Bucket>> {
-    get(db, CF_BUCKETS, &bucket_key(volume, name))
+    db.get_row(CF_BUCKETS, &bucket_key(volume, name))
 }
 
 pub fn key(db: &DB, volume: &str, bucket: &str, name: &str) -> io::Result<Option<Key>> {
-    get(db, CF_KEYS, &key_key(volume, bucket, name))
+    db.get_row(CF_KEYS, &key_key(volume, bucket, name))
 }
 
 pub fn open_key(db: &DB, id: &OpenKeyId) -> io::Result<Option<OpenKey>> {
-    get(db, CF_OPEN_KEYS, &open_key_key(id))
+    db.get_row(CF_OPEN_KEYS, &open_key_key(id))
 }
 
 /// Volumes whose name starts with `prefix`, after `start_after`, at most `limit`.
@@ -121,7 +115,7 @@ pub fn expired_open_keys(db: &DB, now_ms: u64, limit: usize) -> io::Result<Vec<O
     let mut out = Vec::new();
     for item in db.iterator_cf(cf(db, CF_OPEN_KEYS)?, IteratorMode::Start) {
         let (k, v) = item.map_err(io::Error::other)?;
-        let o: OpenKey = decode(&v).map_err(|e| corrupt(CF_OPEN_KEYS, &k, e))?;
+        let o: OpenKey = decode_row(CF_OPEN_KEYS, &k, &v)?;
         if o.expires_ms <= now_ms {
             out.push(OpenKeyId {
                 volume: o.volume,
@@ -148,10 +142,7 @@ pub fn deleted_blocks(db: &DB, limit: usize) -> io::Result<Vec<(u64, DeletedBloc
                 format!("corrupt key {k:?} in {CF_DELETED_BLOCKS}: not 8 bytes"),
             )
         })?;
-        out.push((
-            id,
-            decode(&v).map_err(|e| corrupt(CF_DELETED_BLOCKS, &k, e))?,
-        ));
+        out.push((id, decode_row(CF_DELETED_BLOCKS, &k, &v)?));
         if out.len() >= limit {
             break;
         }

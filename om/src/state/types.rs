@@ -4,6 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Ids are the cluster's own (`rozone-types`), stored as they are: `BlockId` encodes as
+/// the (container id, local id) pair it always did.
+pub use rozone_types::{BlockId, DatanodeId, PipelineId};
+
 /// Replication of a bucket's keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Replication {
@@ -36,23 +40,10 @@ pub struct Bucket {
     pub modified_ms: u64,
 }
 
-/// A block as the SCM names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct BlockId {
-    pub container_id: u64,
-    pub local_id: u64,
-}
-
-impl std::fmt::Display for BlockId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.container_id, self.local_id)
-    }
-}
-
 /// A datanode as the SCM described it when it allocated a block.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Datanode {
-    pub id: u64,
+    pub id: DatanodeId,
     pub hostname: String,
     pub container_addr: String,
     pub raft_addr: String,
@@ -62,9 +53,9 @@ pub struct Datanode {
 /// The pipeline a block was allocated on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PipelineRef {
-    pub id: u64,
+    pub id: PipelineId,
     pub members: Vec<Datanode>,
-    pub leader_id: Option<u64>,
+    pub leader_id: Option<DatanodeId>,
     pub open: bool,
 }
 

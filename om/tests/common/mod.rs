@@ -1,5 +1,6 @@
-//! Shared test harness: a fake SCM block service (the real one is written in parallel),
-//! OM configs on free loopback ports, and in-process OM rings over real gRPC and RocksDB.
+//! Shared test harness: a fake SCM block service (so OM tests need no SCM ring; the real
+//! SCM's block service has its own tests), OM configs on free loopback ports, in-process OM
+//! rings over real gRPC and RocksDB, and the client calls the tests make (`rozone-client`).
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -7,6 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rozone_client::om::{Exclude, OmClient};
+use rozone_client::{ClientError, RetryPolicy};
 use rozone_config::Peer;
 use rozone_om::config::{Config, Startup};
 use rozone_om::server::OmServer;
@@ -282,7 +285,45 @@ pub async fn admin_client(
         .expect("connect OM admin")
 }
 
-/// The `x-rozone-om-error` code of a status.
+/// A client of the OMs at `addrs`, made as the CLI makes one (the `rozone-client` crate:
+/// leader failover, hints followed, 30 s per call).
+pub fn ring_client(addrs: &[String]) -> OmClient {
+    let ring = rozone_client::Ring::new("OM", addrs, RetryPolicy::default()).expect("OM addresses");
+    OmClient::new(ring)
+}
+
+/// Writes the metadata of a `size`-byte key: opens it and commits the allocated blocks,
+/// filled in order (the OM's part of a write; no datanode holds the bytes, and the OM does
+/// not ask).
+pub async fn put_key_metadata(
+    c: &OmClient,
+    volume: &str,
+    bucket: &str,
+    key: &str,
+    size: u64,
+) -> Result<rozone_client::types::Key, ClientError> {
+    let open = c
+        .open_key(volume, bucket, key, size, &Exclude::default())
+        .await?;
+    let mut left = size;
+    let blocks: Vec<_> = open
+        .blocks
+        .iter()
+        .map(|b| {
+            let len = left.min(b.max_size);
+            left -= len;
+            (b.block_id, len)
+        })
+        .collect();
+    if left > 0 {
+        return Err(ClientError::Invalid(format!(
+            "the allocated blocks hold {left} bytes less than {size}"
+        )));
+    }
+    c.commit_key(&open, &blocks, "").await
+}
+
+/// The OM error code a status carries (`rozone_types::codes::OM_ERROR`).
 pub fn code(s: &Status) -> Option<rozone_proto::om::OmErrorCode> {
-    rozone_om::error::error_code(s)
+    rozone_types::codes::om_error(s)
 }
