@@ -24,6 +24,34 @@ pub struct Waiter {
 
 const POLL: Duration = Duration::from_millis(50);
 
+/// One member's ring view, as both rings' `RingInfo` give it.
+struct View {
+    node_id: u64,
+    leader_id: Option<u64>,
+    /// About the answering member itself: set only on a leader that may serve.
+    leader_ready: bool,
+    leader_addr: String,
+}
+
+/// Whether the ring's leader says it may serve. The member that answers first may be a
+/// follower (after a restart any member can win the election), whose `leader_ready` is about
+/// itself: its answer is followed to the leader it names.
+async fn leader_ready<F, Fut>(ring: &Ring, view: F) -> anyhow::Result<bool>
+where
+    F: Fn(tonic::transport::Channel) -> Fut + Copy,
+    Fut: std::future::Future<Output = Result<tonic::Response<View>, tonic::Status>>,
+{
+    let v = ring.call("ring info", view).await?;
+    if v.leader_id == Some(v.node_id) {
+        return Ok(v.leader_ready);
+    }
+    if v.leader_id.is_none() || v.leader_addr.is_empty() {
+        return Ok(false);
+    }
+    let v = view(ring.channel_to(&v.leader_addr)?).await?.into_inner();
+    Ok(v.leader_id == Some(v.node_id) && v.leader_ready)
+}
+
 fn last_log_line(dir: &Path, node: &Node) -> String {
     let text =
         std::fs::read_to_string(dir.join(node.name()).join("stderr.log")).unwrap_or_default();
@@ -159,30 +187,42 @@ impl Waiter {
         datanodes: usize,
         notes: &mut Vec<String>,
     ) -> Option<String> {
-        match self
-            .scm
-            .call("ring info", |ch| async move {
-                ScmRingClient::new(ch)
-                    .ring_info(rozone_proto::scm::RingInfoRequest {})
-                    .await
-            })
-            .await
-        {
-            Ok(r) if r.leader_id.is_some() && r.leader_ready => {}
-            Ok(_) => return Some("a ready SCM leader".into()),
+        let scm_view = |ch| async move {
+            ScmRingClient::new(ch)
+                .ring_info(rozone_proto::scm::RingInfoRequest {})
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    tonic::Response::new(View {
+                        node_id: r.node_id,
+                        leader_id: r.leader_id,
+                        leader_ready: r.leader_ready,
+                        leader_addr: r.leader_client_addr,
+                    })
+                })
+        };
+        match leader_ready(&self.scm, scm_view).await {
+            Ok(true) => {}
+            Ok(false) => return Some("a ready SCM leader".into()),
             Err(e) => return Some(format!("a ready SCM leader ({e})")),
         }
-        match self
-            .om
-            .call("ring info", |ch| async move {
-                OmRingClient::new(ch)
-                    .ring_info(rozone_proto::om::RingInfoRequest {})
-                    .await
-            })
-            .await
-        {
-            Ok(r) if r.leader_id.is_some() && r.leader_ready => {}
-            Ok(_) => return Some("a ready OM leader".into()),
+        let om_view = |ch| async move {
+            OmRingClient::new(ch)
+                .ring_info(rozone_proto::om::RingInfoRequest {})
+                .await
+                .map(|r| {
+                    let r = r.into_inner();
+                    tonic::Response::new(View {
+                        node_id: r.node_id,
+                        leader_id: r.leader_id,
+                        leader_ready: r.leader_ready,
+                        leader_addr: r.leader_client_addr,
+                    })
+                })
+        };
+        match leader_ready(&self.om, om_view).await {
+            Ok(true) => {}
+            Ok(false) => return Some("a ready OM leader".into()),
             Err(e) => return Some(format!("a ready OM leader ({e})")),
         }
         let width = datanodes.min(3);
