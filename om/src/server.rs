@@ -81,14 +81,8 @@ impl OmServer {
                 config.node.data_dir.display()
             );
         }
-        let mut gc = GroupConfig::new(GROUP, node_id, info.clone(), group_dir);
-        let r = &config.raft;
-        gc.election_timeout_min = r.election_timeout_min;
-        gc.election_timeout_max = r.election_timeout_max;
-        gc.heartbeat_interval = r.heartbeat_interval;
-        gc.fsync = r.fsync;
-        gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
-        gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        let gc =
+            GroupConfig::new(GROUP, node_id, info.clone(), group_dir).with_section(&config.raft);
         let registry = GroupRegistry::default();
         let group = RaftGroup::start(
             gc,

@@ -83,19 +83,13 @@ impl ScmServer {
         } else {
             None
         };
-        let mut gc = GroupConfig::new(
+        let gc = GroupConfig::new(
             GROUP,
             config.node.id,
             info.clone(),
             config.node.data_dir.join("raft"),
-        );
-        let r = &config.raft;
-        gc.election_timeout_min = r.election_timeout_min;
-        gc.election_timeout_max = r.election_timeout_max;
-        gc.heartbeat_interval = r.heartbeat_interval;
-        gc.fsync = r.fsync;
-        gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
-        gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        )
+        .with_section(&config.raft);
 
         let registry = GroupRegistry::default();
         let group = RaftGroup::start(gc, ScmLogic, &registry, Arc::new(PeerChannels::default()))

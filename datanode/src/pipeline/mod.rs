@@ -265,19 +265,13 @@ impl Pipelines {
             reason: Mutex::new(f.unhealthy.clone()),
             file,
         });
-        let mut gc = GroupConfig::new(
+        let gc = GroupConfig::new(
             &group_id(f.id),
             self.node_id,
             NodeInfo::new(&me.raft_addr, &me.container_addr),
             dir.join("raft"),
-        );
-        let r = &self.raft;
-        gc.election_timeout_min = r.election_timeout_min;
-        gc.election_timeout_max = r.election_timeout_max;
-        gc.heartbeat_interval = r.heartbeat_interval;
-        gc.fsync = r.fsync;
-        gc.snapshot_logs_since_last = r.snapshot_logs_since_last;
-        gc.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        )
+        .with_section(&self.raft);
         let logic = PipelineLogic {
             pipeline_id: f.id,
             store: self.store.clone(),
