@@ -169,7 +169,10 @@ impl ScmServer {
         } else if config.startup.init {
             info!("--init on an initialised SCM: restarting it as it is");
         }
-        if config.startup.init {
+        // Only a ring this start created (or one whose first start stopped before it stamped
+        // its id) waits to lead it: a restarted member of a running ring comes back as a
+        // follower and must not wait to win.
+        if config.startup.init && (!initialized || read::cluster_id(&self.group.db())?.is_none()) {
             self.stamp_cluster_id().await?;
         }
         Ok(())
