@@ -172,8 +172,10 @@ impl ScmServer {
         // Only a ring this start created (or one whose first start stopped before it stamped
         // its id) waits to lead it: a restarted member of a running ring comes back as a
         // follower and must not wait to win.
-        if config.startup.init && (!initialized || read::cluster_id(&self.group.db())?.is_none()) {
-            self.stamp_cluster_id().await?;
+        match read::cluster_id(&self.group.db())? {
+            Some(id) if initialized => info!(cluster_id = %id, "cluster id"),
+            _ if config.startup.init => self.stamp_cluster_id().await?,
+            _ => {}
         }
         Ok(())
     }
