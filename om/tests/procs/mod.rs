@@ -142,26 +142,23 @@ impl ProcRing {
 
     /// The OM client of member `id`.
     pub async fn om(&self, id: u64) -> Result<OmServiceClient<Channel>, String> {
-        let ch = Channel::from_shared(format!("http://{}", self.client_addr(id)))
+        Ok(OmServiceClient::new(self.channel(id).await?))
+    }
+
+    /// A channel to member `id`'s client port, every call bounded by [`CALL`].
+    async fn channel(&self, id: u64) -> Result<Channel, String> {
+        Channel::from_shared(format!("http://{}", self.client_addr(id)))
             .map_err(|e| e.to_string())?
             .connect_timeout(CALL)
             .timeout(CALL)
             .connect()
             .await
-            .map_err(|e| e.to_string())?;
-        Ok(OmServiceClient::new(ch))
+            .map_err(|e| e.to_string())
     }
 
     /// Member `id`'s view of the ring, or why it did not answer.
     pub async fn ring_info(&self, id: u64) -> Result<pb::RingInfoReply, String> {
-        let ch = Channel::from_shared(format!("http://{}", self.client_addr(id)))
-            .map_err(|e| e.to_string())?
-            .connect_timeout(CALL)
-            .timeout(CALL)
-            .connect()
-            .await
-            .map_err(|e| e.to_string())?;
-        OmRingClient::new(ch)
+        OmRingClient::new(self.channel(id).await?)
             .ring_info(pb::RingInfoRequest {})
             .await
             .map(|r| r.into_inner())

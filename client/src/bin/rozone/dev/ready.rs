@@ -33,6 +33,37 @@ struct View {
     leader_addr: String,
 }
 
+/// Both rings' `RingInfo` reply carries the same view; one conversion each.
+macro_rules! view_from {
+    ($reply:ty) => {
+        impl From<$reply> for View {
+            fn from(r: $reply) -> Self {
+                View {
+                    node_id: r.node_id,
+                    leader_id: r.leader_id,
+                    leader_ready: r.leader_ready,
+                    leader_addr: r.leader_client_addr,
+                }
+            }
+        }
+    };
+}
+view_from!(rozone_proto::scm::RingInfoReply);
+view_from!(rozone_proto::om::RingInfoReply);
+
+/// What `check` is waiting for while the `ring_name` ring's leader is not ready, if it is not.
+async fn waiting_for_leader<F, Fut>(ring_name: &str, ring: &Ring, view: F) -> Option<String>
+where
+    F: Fn(tonic::transport::Channel) -> Fut + Copy,
+    Fut: std::future::Future<Output = Result<tonic::Response<View>, tonic::Status>>,
+{
+    match leader_ready(ring, view).await {
+        Ok(true) => None,
+        Ok(false) => Some(format!("a ready {ring_name} leader")),
+        Err(e) => Some(format!("a ready {ring_name} leader ({e})")),
+    }
+}
+
 /// Whether the ring's leader says it may serve. The member that answers first may be a
 /// follower (after a restart any member can win the election), whose `leader_ready` is about
 /// itself: its answer is followed to the leader it names.
@@ -191,39 +222,19 @@ impl Waiter {
             ScmRingClient::new(ch)
                 .ring_info(rozone_proto::scm::RingInfoRequest {})
                 .await
-                .map(|r| {
-                    let r = r.into_inner();
-                    tonic::Response::new(View {
-                        node_id: r.node_id,
-                        leader_id: r.leader_id,
-                        leader_ready: r.leader_ready,
-                        leader_addr: r.leader_client_addr,
-                    })
-                })
+                .map(|r| r.map(View::from))
         };
-        match leader_ready(&self.scm, scm_view).await {
-            Ok(true) => {}
-            Ok(false) => return Some("a ready SCM leader".into()),
-            Err(e) => return Some(format!("a ready SCM leader ({e})")),
+        if let Some(waiting) = waiting_for_leader("SCM", &self.scm, scm_view).await {
+            return Some(waiting);
         }
         let om_view = |ch| async move {
             OmRingClient::new(ch)
                 .ring_info(rozone_proto::om::RingInfoRequest {})
                 .await
-                .map(|r| {
-                    let r = r.into_inner();
-                    tonic::Response::new(View {
-                        node_id: r.node_id,
-                        leader_id: r.leader_id,
-                        leader_ready: r.leader_ready,
-                        leader_addr: r.leader_client_addr,
-                    })
-                })
+                .map(|r| r.map(View::from))
         };
-        match leader_ready(&self.om, om_view).await {
-            Ok(true) => {}
-            Ok(false) => return Some("a ready OM leader".into()),
-            Err(e) => return Some(format!("a ready OM leader ({e})")),
+        if let Some(waiting) = waiting_for_leader("OM", &self.om, om_view).await {
+            return Some(waiting);
         }
         let width = datanodes.min(3);
         match scm.list_pipelines(true).await {
