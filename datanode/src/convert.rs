@@ -183,6 +183,8 @@ impl Descriptor {
             used_bytes: self.used_bytes,
             origin_pipeline_id: self.origin_pipeline,
             checksum: self.checksum.clone(),
+            content_digest: self.digest.sum,
+            digest_version: DIGEST_VERSION.into(),
         }
     }
 }

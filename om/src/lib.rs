@@ -20,7 +20,7 @@ pub mod state;
 pub mod tasks;
 
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{error, info};
 
 pub use config::Config;
 
@@ -48,7 +48,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         http_addr = %server.http_addr,
         "{SERVICE} started"
     );
-    shutdown.cancelled().await;
+    let group = server.node.group.clone();
+    tokio::select! {
+        _ = shutdown.cancelled() => {}
+        why = group.failed() => {
+            error!(node_id, error = %why, "{SERVICE}: Raft stopped on a fatal error; exiting");
+            server.stop().await;
+            anyhow::bail!(
+                "the OM's Raft group stopped on a fatal error ({why}); the process exits so \
+                 that its supervisor restarts it (check the data dir's disk first)"
+            );
+        }
+    }
     server.stop().await;
     info!(node_id, "{SERVICE} stopped");
     Ok(())

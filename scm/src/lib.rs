@@ -32,7 +32,7 @@ pub mod state;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{error, info};
 
 pub use config::Config;
 
@@ -90,10 +90,21 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         "{SERVICE} started"
     );
 
-    shutdown.cancelled().await;
+    let group = ring.group.clone();
+    let failed = tokio::select! {
+        _ = shutdown.cancelled() => None,
+        why = group.failed() => Some(why),
+    };
     http_stop.cancel();
     let _ = http_task.await;
     ring.stop().await;
+    if let Some(why) = failed {
+        error!(node_id = node.id, error = %why, "{SERVICE}: Raft stopped on a fatal error; exited");
+        anyhow::bail!(
+            "the SCM's Raft group stopped on a fatal error ({why}); the process exits so that \
+             its supervisor restarts it (check the data dir's disk first)"
+        );
+    }
     info!(node_id = node.id, "{SERVICE} stopped");
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! from the SCM): a CLOSED container with three real replicas and one empty replica
 //! (BCSID 0, no blocks) deletes the empty one and never a real one; with two real replicas
 //! left it asks for a third copy on a datanode without a replica, from the real sources.
+//! A short replica (the full BCSID, fewer blocks) is not counted and is never a source.
 
 mod common;
 
@@ -12,13 +13,10 @@ use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
 use rozone_proto::scm::ReplicaState as R;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn empty_replica_is_deleted_never_a_real_one_and_a_lost_copy_is_replaced() {
-    let dir = tempfile::tempdir().unwrap();
-    let scm = start_scm(dir.path(), |c| c.scm.max_pipelines_per_datanode = 1).await;
-    let mut c = clients(&scm).await;
-    let mut dns: Vec<FakeDn> = (1..=5).map(|i| FakeDn::new(i, &c)).collect();
-    for d in &mut dns {
+/// Five registered fake datanodes, and a container opened by one block on a pipeline of
+/// three of them and then asked to close: (container, its pipeline's members, the others).
+async fn closing_container(c: &mut Clients, dns: &mut [FakeDn]) -> (u64, Vec<u64>, Vec<u64>) {
+    for d in dns.iter_mut() {
         d.register(vec![]).await;
     }
     // One block opens a container on the pipeline of three of the five.
@@ -38,7 +36,6 @@ async fn empty_replica_is_deleted_never_a_real_one_and_a_lost_copy_is_replaced()
     let cid = b.block_id.unwrap().container_id;
     let members: Vec<u64> = b.pipeline.unwrap().members.iter().map(|m| m.id).collect();
     let others: Vec<u64> = (1..=5).filter(|i| !members.contains(i)).collect();
-    let (empty_dn, spare_dn) = (others[0], others[1]);
     let closing = c
         .admin
         .close_container(pb::CloseContainerRequest { container_id: cid })
@@ -46,6 +43,37 @@ async fn empty_replica_is_deleted_never_a_real_one_and_a_lost_copy_is_replaced()
         .unwrap()
         .into_inner();
     assert_eq!(closing.state, pb::ContainerState::ContainerClosing as i32);
+    (cid, members, others)
+}
+
+/// The first replicate command any datanode receives for `cid`: (target, sources).
+async fn first_replicate(dns: &mut [FakeDn], cid: u64) -> (u64, BTreeSet<u64>) {
+    let (target, cmd) = eventually!("a replicate command", {
+        let mut found = None;
+        for d in dns.iter_mut() {
+            d.beat().await;
+            let got =
+                d.got(|x| matches!(x, Command::ReplicateContainer(r) if r.container_id == cid));
+            if let Some(cmd) = got.first() {
+                found = Some((d.id, cmd.clone()));
+            }
+        }
+        found
+    });
+    let Some(Command::ReplicateContainer(r)) = cmd.command else {
+        unreachable!()
+    };
+    (target, r.sources.iter().map(|s| s.id).collect())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn empty_replica_is_deleted_never_a_real_one_and_a_lost_copy_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let scm = start_scm(dir.path(), |c| c.scm.max_pipelines_per_datanode = 1).await;
+    let mut c = clients(&scm).await;
+    let mut dns: Vec<FakeDn> = (1..=5).map(|i| FakeDn::new(i, &c)).collect();
+    let (cid, members, others) = closing_container(&mut c, &mut dns).await;
+    let (empty_dn, spare_dn) = (others[0], others[1]);
 
     // The members report real CLOSED replicas (BCSID 12, 5 blocks): the container closes.
     for m in &members {
@@ -119,28 +147,12 @@ async fn empty_replica_is_deleted_never_a_real_one_and_a_lost_copy_is_replaced()
     // holds none, from the two real sources.
     let lost = members[2];
     dns[lost as usize - 1].beat_with(vec![gone], vec![]).await;
-    let rep = eventually!("a replicate command", {
-        let mut found = None;
-        for d in dns.iter_mut() {
-            d.beat().await;
-            let got =
-                d.got(|x| matches!(x, Command::ReplicateContainer(r) if r.container_id == cid));
-            if let Some(cmd) = got.first() {
-                found = Some((d.id, cmd.clone()));
-            }
-        }
-        found
-    });
-    let (target, cmd) = rep;
+    let (target, sources) = first_replicate(&mut dns, cid).await;
     assert!(
         !members[..2].contains(&target),
         "target {target} already holds a copy"
     );
     assert!([empty_dn, spare_dn, lost].contains(&target));
-    let Some(Command::ReplicateContainer(r)) = cmd.command else {
-        unreachable!()
-    };
-    let sources: BTreeSet<u64> = r.sources.iter().map(|s| s.id).collect();
     assert_eq!(sources, BTreeSet::from([members[0], members[1]]));
     let st = c
         .admin
@@ -156,5 +168,51 @@ async fn empty_replica_is_deleted_never_a_real_one_and_a_lost_copy_is_replaced()
             assert!(deletes_of(d).is_empty(), "datanode {} told to delete", d.id);
         }
     }
+    scm.stop().await;
+}
+
+/// A member that reports the container CLOSED at the full BCSID but with fewer blocks (it
+/// caught up by snapshot and never received some blocks) is not a healthy copy: the admin
+/// view says so, a new copy is made on a datanode without one, from the two full copies
+/// only. Fails on commit cd62657 (three healthy copies, no replicate command).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn short_replica_at_the_full_bcsid_is_unhealthy_and_never_a_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let scm = start_scm(dir.path(), |c| c.scm.max_pipelines_per_datanode = 1).await;
+    let mut c = clients(&scm).await;
+    let mut dns: Vec<FakeDn> = (1..=5).map(|i| FakeDn::new(i, &c)).collect();
+    let (cid, members, others) = closing_container(&mut c, &mut dns).await;
+    let short = members[1];
+    for m in &members {
+        let blocks = if *m == short { 3 } else { 5 };
+        dns[*m as usize - 1]
+            .beat_with(vec![replica(cid, R::ReplicaClosed, 12, blocks)], vec![])
+            .await;
+    }
+    let info = c
+        .admin
+        .container_info(pb::ContainerInfoRequest { container_id: cid })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        info.container.as_ref().unwrap().state,
+        pb::ContainerState::ContainerClosed as i32
+    );
+    assert_eq!(info.healthy_replicas, 2, "{info:?}");
+    for r in &info.replicas {
+        assert_eq!(r.healthy, r.datanode_id != short, "{r:?}");
+    }
+    assert_eq!(
+        info.replication_health,
+        pb::ReplicationHealth::ReplicationUnderReplicated as i32
+    );
+    let (target, sources) = first_replicate(&mut dns, cid).await;
+    assert!(
+        others.contains(&target),
+        "target {target} already holds a replica"
+    );
+    let full: BTreeSet<u64> = members.iter().copied().filter(|m| *m != short).collect();
+    assert_eq!(sources, full, "the short replica must never be a source");
     scm.stop().await;
 }

@@ -20,7 +20,7 @@ use openraft::type_config::async_runtime::WatchReceiver;
 use openraft::{ChangeMembers, Config, SnapshotPolicy};
 use rozone_kv::rocksdb::DB;
 
-use crate::codec::{decode, encode};
+use crate::codec::decode;
 use crate::contact::{leader_ready, ContactRecord, LeaderContact};
 use crate::download::DownloadPolicy;
 use crate::error::RaftGroupError;
@@ -246,7 +246,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         self.leader_gate()?;
         let resp = self
             .raft
-            .client_write(AppRequest(encode(&req)?))
+            .client_write(AppRequest(crate::envelope::seal(&req)?))
             .await
             .map_err(|e| self.write_error(e))?;
         Ok(decode(&resp.data.0)?)
@@ -410,6 +410,29 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             .metrics(move |m| pred(m), what)
             .await
             .map_err(|e| RaftGroupError::Timeout(format!("{what}: {e}")))
+    }
+
+    /// Resolves, with openraft's message, once this group's Raft has stopped on a fatal
+    /// error (a log or state-machine storage error, a panic in its core). Pending forever
+    /// while it runs and after a clean shutdown. A daemon exits on it: a Raft core that
+    /// stopped never recovers in-process, and a process that keeps running with it looks
+    /// alive to systemd while it serves nothing.
+    pub async fn failed(&self) -> String {
+        loop {
+            let r = self
+                .wait_for(Duration::from_secs(3600), "a fatal error", |m| {
+                    m.running_state.is_err()
+                })
+                .await;
+            let m = self.metrics();
+            if let Err(e) = &m.running_state {
+                return e.to_string();
+            }
+            if r.is_err() && m.state == openraft::ServerState::Shutdown {
+                // Stopped cleanly: the wait fails at once from now on.
+                std::future::pending::<()>().await;
+            }
+        }
     }
 
     /// Waits until this node has applied its whole log and returns that index. A write is

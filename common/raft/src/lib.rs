@@ -11,12 +11,15 @@
 pub mod codec;
 pub mod contact;
 pub mod download;
+pub mod envelope;
 pub mod error;
 pub mod gate;
+pub mod golden;
 pub mod group;
 pub mod hook;
 pub mod log_store;
 pub mod network;
+pub mod record;
 pub mod registry;
 pub mod report;
 pub mod rows;

@@ -19,8 +19,8 @@ use openraft::{OptionalSend, RaftLogReader};
 use rozone_kv::rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use rozone_kv::{cf, key_u64, u64_key, DbTuning};
 
-use crate::codec::{decode, encode};
 use crate::hook::AppendHook;
+use crate::record;
 use crate::types::{Entry, LogId, TypeConfig, Vote};
 
 const CF_LOGS: &str = "logs";
@@ -86,23 +86,26 @@ impl RocksLogStore {
         self
     }
 
-    fn put_meta<T: serde::Serialize>(&self, key: &[u8], v: &T, sync: bool) -> io::Result<()> {
+    fn put_meta(&self, key: &[u8], bytes: Vec<u8>, sync: bool) -> io::Result<()> {
         let mut wo = WriteOptions::default();
         wo.set_sync(sync && self.fsync);
         self.db
-            .put_cf_opt(cf(&self.db, CF_META)?, key, encode(v)?, &wo)
+            .put_cf_opt(cf(&self.db, CF_META)?, key, bytes, &wo)
             .map_err(io::Error::other)
     }
 
-    fn get_meta<T: serde::de::DeserializeOwned>(&self, key: &[u8]) -> io::Result<Option<T>> {
-        match self
-            .db
+    fn get_meta(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        self.db
             .get_cf(cf(&self.db, CF_META)?, key)
-            .map_err(io::Error::other)?
-        {
-            None => Ok(None),
-            Some(b) => decode(&b).map(Some),
-        }
+            .map_err(io::Error::other)
+    }
+
+    /// A log id kept in the meta family (absent and "none" read the same).
+    fn get_log_id(&self, key: &[u8]) -> io::Result<Option<LogId>> {
+        Ok(match self.get_meta(key)? {
+            Some(b) => record::decode_log_id(&b)?,
+            None => None,
+        })
     }
 }
 
@@ -153,13 +156,15 @@ impl RaftLogReader<TypeConfig> for RocksLogStore {
             if !range.contains(&idx) {
                 break;
             }
-            out.push(decode::<Entry>(&v)?);
+            out.push(record::decode_entry(&v)?);
         }
         Ok(out)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
-        self.get_meta(KEY_VOTE)
+        self.get_meta(KEY_VOTE)?
+            .map(|b| record::decode_vote(&b))
+            .transpose()
     }
 }
 
@@ -175,10 +180,12 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
             None => None,
             Some(item) => {
                 let (_, v) = item.map_err(io::Error::other)?;
-                Some(openraft::entry::RaftEntry::log_id(&decode::<Entry>(&v)?))
+                Some(openraft::entry::RaftEntry::log_id(&record::decode_entry(
+                    &v,
+                )?))
             }
         };
-        let last_purged_log_id: Option<LogId> = self.get_meta(KEY_PURGED)?;
+        let last_purged_log_id = self.get_log_id(KEY_PURGED)?;
         Ok(LogState {
             last_log_id: last_log_id.or(last_purged_log_id),
             last_purged_log_id,
@@ -191,16 +198,16 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         // A vote must be durable before it is acted on.
-        self.put_meta(KEY_VOTE, vote, true)
+        self.put_meta(KEY_VOTE, record::encode_vote(vote)?, true)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
         // Lazily persisted: it only spares re-applying entries after a restart.
-        self.put_meta(KEY_COMMITTED, &committed, false)
+        self.put_meta(KEY_COMMITTED, record::encode_log_id(&committed)?, false)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
-        Ok(self.get_meta::<Option<LogId>>(KEY_COMMITTED)?.flatten())
+        self.get_log_id(KEY_COMMITTED)
     }
 
     async fn append<I>(&mut self, entries: I, callback: Callback) -> Result<(), io::Error>
@@ -227,7 +234,7 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
         let mut batch = WriteBatch::default();
         for entry in entries {
             let idx = openraft::entry::RaftEntry::index(&entry);
-            batch.put_cf(logs, u64_key(idx), encode(&entry)?);
+            batch.put_cf(logs, u64_key(idx), record::encode_entry(&entry)?);
         }
         self.db.write(batch).map_err(io::Error::other)?;
         self.flusher
@@ -253,7 +260,7 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         // Record the purge point first: entries at or below it are ignored even if the
         // range delete below is lost in a crash.
-        self.put_meta(KEY_PURGED, &log_id, true)?;
+        self.put_meta(KEY_PURGED, record::encode_log_id(&Some(log_id))?, true)?;
         self.db
             .delete_range_cf(
                 cf(&self.db, CF_LOGS)?,

@@ -20,10 +20,11 @@ use rozone_kv::{cf, DbTuning};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::codec::{decode, encode};
+use crate::codec::encode;
 use crate::snapshot::{self, Checkpoint, Manifest, Snap, SnapshotStore};
 use crate::txn::Txn;
 use crate::types::{AppResponse, LogId, SnapshotMeta, StoredMembership, TypeConfig};
+use crate::{envelope, record};
 
 /// Column family of the base's own rows (applied log id, membership).
 pub const CF_RAFT_META: &str = "raft_meta";
@@ -178,11 +179,11 @@ fn next_generation(root: &Path) -> io::Result<String> {
 pub fn read_applied(db: &DB) -> io::Result<(Option<LogId>, StoredMembership)> {
     let h = cf(db, CF_RAFT_META)?;
     let applied = match db.get_cf(h, KEY_APPLIED).map_err(io::Error::other)? {
-        Some(b) => decode(&b)?,
+        Some(b) => record::decode_log_id(&b)?,
         None => None,
     };
     let membership = match db.get_cf(h, KEY_MEMBERSHIP).map_err(io::Error::other)? {
-        Some(b) => decode(&b)?,
+        Some(b) => record::decode_membership(&b)?,
         None => StoredMembership::default(),
     };
     Ok((applied, membership))
@@ -320,7 +321,7 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
             let resp = match entry.payload {
                 EntryPayload::Blank => AppResponse::default(),
                 EntryPayload::Normal(req) => {
-                    let req: L::Request = decode(&req.0)?;
+                    let req: L::Request = envelope::open(&req.0, "request")?;
                     let resp = self.logic.apply(&mut txn, &log_id, req)?;
                     AppResponse(encode(&resp)?)
                 }
@@ -337,9 +338,9 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
         if applied == self.applied {
             return Ok(());
         }
-        txn.put(CF_RAFT_META, KEY_APPLIED, encode(&applied)?);
+        txn.put(CF_RAFT_META, KEY_APPLIED, record::encode_log_id(&applied)?);
         if let Some(m) = &membership {
-            txn.put(CF_RAFT_META, KEY_MEMBERSHIP, encode(m)?);
+            txn.put(CF_RAFT_META, KEY_MEMBERSHIP, record::encode_membership(m)?);
         }
         // One write per applied batch. Not synced: the log is durable, and entries after
         // the last flushed applied id are applied again after a crash.

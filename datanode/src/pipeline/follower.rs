@@ -57,7 +57,7 @@ impl AppendHook for WriteStageHook {
     fn before_append<'a>(&'a self, entries: &'a [(u64, Vec<u8>)]) -> BoxFuture<'a, ()> {
         async move {
             for (index, bytes) in entries {
-                let req: PipelineRequest = match rozone_raft::codec::decode(bytes) {
+                let req: PipelineRequest = match rozone_raft::envelope::open(bytes, "pipeline request") {
                     Ok(r) => r,
                     Err(e) => {
                         tracing::warn!(pipeline_id = self.pipeline_id, index, error = %e, "undecodable entry");

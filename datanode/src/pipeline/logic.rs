@@ -23,7 +23,10 @@ use crate::store::apply::Applied;
 use crate::store::ContainerStore;
 use crate::types::{BlockData, ChunkInfo};
 
-/// A pipeline log entry.
+/// A pipeline log entry, replicated in the sealed envelope (`rozone_raft::envelope`).
+/// **Append-only**: a new entry kind is a new variant at the end; an existing variant's
+/// fields never change. Every variant has a golden fixture in
+/// `datanode/golden/pipeline-requests-v1.txt` (test in `logic_tests.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PipelineRequest {
     /// Commit a chunk whose bytes the write stage stored.

@@ -222,3 +222,38 @@ fn a_put_block_whose_chunks_this_replica_lacks_marks_the_container_unhealthy() {
         ContainerState::Unhealthy
     );
 }
+
+/// Golden bytes of every [`PipelineRequest`] variant: pipeline entries committed by earlier
+/// builds must decode, and this build must write them the same way. `kind()` is an
+/// exhaustive match, so a new variant is named there and needs a sample here.
+#[test]
+fn every_pipeline_request_variant_matches_its_golden_bytes() {
+    let block = BlockId::new(5, 9);
+    let c = chunk(b"golden bytes");
+    let data = BlockData {
+        id: block,
+        chunks: vec![c.clone()],
+        length: c.len,
+        bcsid: 44,
+    };
+    let samples: Vec<(&str, PipelineRequest)> = vec![
+        PipelineRequest::WriteChunk {
+            block,
+            chunk: c.clone(),
+        },
+        PipelineRequest::PutBlock {
+            block: data.clone(),
+        },
+        PipelineRequest::StreamInit { block, chunk: c },
+        PipelineRequest::StreamWithBlock { block: data },
+        PipelineRequest::CloseContainer { container_id: 5 },
+    ]
+    .into_iter()
+    .map(|r| (r.kind(), r))
+    .collect();
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/pipeline-requests-v1.txt");
+    rozone_raft::golden::check(&path, &samples, rozone_raft::envelope::seal, |b| {
+        rozone_raft::envelope::open(b, "pipeline request")
+    });
+}

@@ -9,7 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use super::types::{AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, Volume};
 
-/// A command of the OM state machine.
+/// A command of the OM state machine, replicated in the sealed envelope
+/// (`rozone_raft::envelope`). **Append-only**: a new command is a new variant at the end;
+/// an existing variant's fields never change (a changed command is a new variant). Every
+/// variant has a golden fixture in `om/golden/requests-v1.txt` (test `golden`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OmRequest {
     CreateVolume {
@@ -133,3 +136,7 @@ pub enum OmResponse {
     DeletedBlocksPurged { count: u64 },
     Refused(Refusal),
 }
+
+#[cfg(test)]
+#[path = "request_golden.rs"]
+mod golden;

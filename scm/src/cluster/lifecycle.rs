@@ -92,6 +92,7 @@ mod tests {
             block_count: 2,
             used_bytes: used,
             origin_pipeline: 1,
+            digest: None,
         }
     }
 

@@ -14,6 +14,15 @@ pub enum ReplicaState {
     Unhealthy,
 }
 
+/// A replica's content digest as its datanode reports it: a running digest over its
+/// committed blocks. Two digests say anything about each other only within one rule
+/// `version`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Digest {
+    pub version: u32,
+    pub sum: u64,
+}
+
 /// One reported replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Replica {
@@ -23,6 +32,8 @@ pub struct Replica {
     pub block_count: u64,
     pub used_bytes: u64,
     pub origin_pipeline: u64,
+    /// `None` from a datanode that does not report digests.
+    pub digest: Option<Digest>,
     pub last_seen: Instant,
 }
 
@@ -35,6 +46,7 @@ pub struct ReplicaReport {
     pub block_count: u64,
     pub used_bytes: u64,
     pub origin_pipeline: u64,
+    pub digest: Option<Digest>,
 }
 
 #[derive(Debug, Default)]
@@ -58,6 +70,7 @@ impl ReplicaMap {
                 block_count: r.block_count,
                 used_bytes: r.used_bytes,
                 origin_pipeline: r.origin_pipeline,
+                digest: r.digest,
                 last_seen: now,
             },
         );
@@ -143,6 +156,7 @@ mod tests {
             block_count: 1,
             used_bytes: 10,
             origin_pipeline: 1,
+            digest: None,
         }
     }
 

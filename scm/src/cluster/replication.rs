@@ -3,13 +3,19 @@
 //! datanodes that could take a new copy.
 //!
 //! A replica is a *healthy copy* only when it is CLOSED (or QUASI_CLOSED for a QUASI_CLOSED
-//! container), its BCSID is at least the container's, and it is not empty while the
-//! container holds data. So an empty CLOSED replica (Ozone's HDDS-17435: BCSID 0, no
-//! blocks, recreated by a replay) is never counted, never used as a source, and is the first
-//! to be deleted; a real replica is never deleted while it is the best one.
+//! container), its BCSID is at least the container's, it is not empty while the container
+//! holds data, and it holds the same content as the best copy: as many blocks as the
+//! fullest finished replica at that BCSID and, where both report one of the same version,
+//! the same content digest (the majority digest among the fullest). So an empty CLOSED
+//! replica (Ozone's HDDS-17435: BCSID 0, no blocks, recreated by a replay) and a *short*
+//! one (the full BCSID but fewer blocks: a pipeline member that caught up by snapshot and
+//! was closed without the data) are never counted, never used as a source, are replaced by
+//! re-replication and then deleted; a real replica is never deleted while it is the best
+//! one. When the fullest replicas disagree on the digest with no majority, no copy can be
+//! trusted: the container is MISSING (reported, nothing deleted, nothing copied).
 
 use super::nodes::NodeHealth;
-use super::replicas::ReplicaState;
+use super::replicas::{Digest, ReplicaState};
 use crate::state::ContainerState;
 
 /// What the judgement needs of a container.
@@ -31,6 +37,8 @@ pub struct ReplicaView {
     pub state: ReplicaState,
     pub bcsid: u64,
     pub block_count: u64,
+    /// `None` from a datanode that does not report digests.
+    pub digest: Option<Digest>,
     pub node: NodeHealth,
 }
 
@@ -89,18 +97,89 @@ fn has_data(c: &ContainerView, replicas: &[ReplicaView]) -> bool {
     c.key_count > 0 || c.used_bytes > 0 || required_bcsid(c, replicas) > 0
 }
 
-/// Whether `r` is a healthy copy of `c`, judged with `replicas` (all of `c`'s).
-pub fn is_healthy_copy(c: &ContainerView, replicas: &[ReplicaView], r: &ReplicaView) -> bool {
-    let state_ok = match c.state {
+/// Whether `r` is in a finished state that can be a copy of `c`.
+fn finished(c: &ContainerView, r: &ReplicaView) -> bool {
+    match c.state {
         ContainerState::QuasiClosed => {
             matches!(r.state, ReplicaState::Closed | ReplicaState::QuasiClosed)
         }
         _ => r.state == ReplicaState::Closed,
+    }
+}
+
+/// The content every copy must hold, as the best replicas show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reference {
+    /// This many blocks and, for replicas reporting a digest of its version, this digest.
+    Content { blocks: u64, digest: Option<Digest> },
+    /// The fullest replicas disagree on their digest with no majority.
+    Conflict,
+}
+
+/// The reference content among the live finished replicas at the required BCSID: the
+/// highest block count (a replica cannot hold blocks it was never sent, so fewer means
+/// short), then the majority digest of the newest digest version among those.
+fn reference(c: &ContainerView, replicas: &[ReplicaView]) -> Option<Reference> {
+    let bar = required_bcsid(c, replicas);
+    let finished: Vec<&ReplicaView> = replicas
+        .iter()
+        .filter(|r| finished(c, r) && r.node != NodeHealth::Dead && r.bcsid >= bar)
+        .collect();
+    let blocks = finished.iter().map(|r| r.block_count).max()?;
+    let fullest = finished.iter().filter(|r| r.block_count == blocks);
+    let version = fullest
+        .clone()
+        .filter_map(|r| r.digest)
+        .map(|d| d.version)
+        .max();
+    let Some(version) = version else {
+        return Some(Reference::Content {
+            blocks,
+            digest: None,
+        });
     };
-    state_ok
+    let mut votes: Vec<(u64, usize)> = Vec::new();
+    for d in fullest
+        .filter_map(|r| r.digest)
+        .filter(|d| d.version == version)
+    {
+        match votes.iter_mut().find(|(sum, _)| *sum == d.sum) {
+            Some((_, n)) => *n += 1,
+            None => votes.push((d.sum, 1)),
+        }
+    }
+    votes.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    match votes.as_slice() {
+        [(sum, n), rest @ ..] if rest.first().is_none_or(|(_, m)| m < n) => {
+            Some(Reference::Content {
+                blocks,
+                digest: Some(Digest { version, sum: *sum }),
+            })
+        }
+        _ => Some(Reference::Conflict),
+    }
+}
+
+/// Whether `r` holds the reference content.
+fn holds(reference: Option<Reference>, r: &ReplicaView) -> bool {
+    let Some(Reference::Content { blocks, digest }) = reference else {
+        return false;
+    };
+    let same_digest = match (digest, r.digest) {
+        (Some(want), Some(got)) if want.version == got.version => want.sum == got.sum,
+        // Not comparable (no digest, or another rule version): the block count decides.
+        _ => true,
+    };
+    r.block_count == blocks && same_digest
+}
+
+/// Whether `r` is a healthy copy of `c`, judged with `replicas` (all of `c`'s).
+pub fn is_healthy_copy(c: &ContainerView, replicas: &[ReplicaView], r: &ReplicaView) -> bool {
+    finished(c, r)
         && r.node != NodeHealth::Dead
         && r.bcsid >= required_bcsid(c, replicas)
         && !(r.block_count == 0 && has_data(c, replicas))
+        && holds(reference(c, replicas), r)
 }
 
 /// Best first: healthy copies before others, then higher BCSID, more blocks, CLOSED before
@@ -230,191 +309,4 @@ pub fn decide(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn closed(bcsid: u64, keys: u64) -> ContainerView {
-        ContainerView {
-            id: 1,
-            state: ContainerState::Closed,
-            bcsid,
-            key_count: keys,
-            used_bytes: keys * 100,
-            wanted: 3,
-        }
-    }
-
-    fn rep(dn: u64, state: ReplicaState, bcsid: u64, blocks: u64) -> ReplicaView {
-        ReplicaView {
-            datanode: dn,
-            state,
-            bcsid,
-            block_count: blocks,
-            node: NodeHealth::Healthy,
-        }
-    }
-
-    use ReplicaState::*;
-
-    #[test]
-    fn empty_closed_replica_is_not_a_copy_and_is_the_one_deleted() {
-        let c = closed(20, 5);
-        // The empty replica (BCSID 0, no blocks) sorts first by id: a hash-order choice
-        // (Ozone's) could pick a real one.
-        let rs = vec![
-            rep(1, Closed, 0, 0),
-            rep(2, Closed, 20, 5),
-            rep(3, Closed, 20, 5),
-            rep(4, Closed, 20, 5),
-        ];
-        assert!(!is_healthy_copy(&c, &rs, &rs[0]));
-        let d = decide(&c, &rs, &InflightView::default(), &[5, 6]);
-        assert_eq!(d.verdict(), Verdict::OverReplicated);
-        assert_eq!(d.healthy, 3);
-        assert_eq!(d.delete, vec![1]);
-        assert!(d.replicate_to.is_empty());
-        // Once its delete is in flight nothing more is deleted.
-        let inflight = InflightView {
-            adds: vec![],
-            deletes: vec![1],
-        };
-        assert!(decide(&c, &rs, &inflight, &[5]).delete.is_empty());
-    }
-
-    #[test]
-    fn two_real_replicas_and_an_empty_one_ask_for_a_third_from_the_best_sources() {
-        let c = closed(20, 5);
-        let rs = vec![
-            rep(1, Closed, 0, 0),
-            rep(2, Closed, 20, 5),
-            rep(3, Closed, 20, 6),
-        ];
-        let d = decide(&c, &rs, &InflightView::default(), &[1, 2, 7, 8]);
-        assert_eq!(d.verdict(), Verdict::UnderReplicated);
-        assert_eq!(d.healthy, 2);
-        // Not onto a node that holds any replica (1 holds the empty one).
-        assert_eq!(d.replicate_to, vec![7]);
-        assert_eq!(d.sources, vec![3, 2], "more blocks first");
-        assert!(d.delete.is_empty(), "no delete while under-replicated");
-        let inflight = InflightView {
-            adds: vec![7],
-            deletes: vec![],
-        };
-        assert!(decide(&c, &rs, &inflight, &[7, 8]).replicate_to.is_empty());
-    }
-
-    #[test]
-    fn behind_bcsid_unhealthy_and_dead_replicas_do_not_count() {
-        let c = closed(20, 5);
-        let mut dead = rep(4, Closed, 20, 5);
-        dead.node = NodeHealth::Dead;
-        let rs = vec![
-            rep(1, Closed, 19, 5),
-            rep(2, Unhealthy, 20, 5),
-            rep(3, Closed, 20, 5),
-            dead,
-        ];
-        let d = decide(&c, &rs, &InflightView::default(), &[5, 6, 4]);
-        assert_eq!(d.healthy, 1);
-        assert_eq!(d.replicate_to, vec![5, 6]);
-        assert_eq!(d.sources, vec![3]);
-        // A replica that proved a higher BCSID raises the bar for the others.
-        let c0 = closed(0, 0);
-        let rs = vec![rep(1, Closed, 7, 1), rep(2, Closed, 3, 1)];
-        let d = decide(&c0, &rs, &InflightView::default(), &[]);
-        assert_eq!(d.healthy, 1);
-        assert_eq!(d.verdict(), Verdict::UnderReplicated);
-    }
-
-    #[test]
-    fn excess_real_copies_delete_the_worst_never_the_best() {
-        let c = closed(10, 5);
-        let rs = vec![
-            rep(1, Closed, 10, 5),
-            rep(2, Closed, 10, 5),
-            rep(3, Closed, 10, 6),
-            rep(4, Closed, 10, 4),
-            rep(5, Closed, 10, 5),
-        ];
-        let d = decide(&c, &rs, &InflightView::default(), &[]);
-        assert_eq!(d.verdict(), Verdict::OverReplicated);
-        // Ranked 3 (6 blocks), 1, 2, 5, 4 (4 blocks); two excess: 4 then 5.
-        assert_eq!(d.delete, vec![4, 5]);
-        // With wanted 1 every copy but the best goes.
-        let one = ContainerView {
-            wanted: 1,
-            ..c.clone()
-        };
-        let d = decide(&one, &rs, &InflightView::default(), &[]);
-        assert_eq!(d.delete.len(), 4);
-        assert!(!d.delete.contains(&3));
-        // A replica that proved a higher BCSID makes the others stale copies: they are
-        // deleted only once enough good copies exist, never before.
-        let rs = vec![rep(1, Closed, 12, 5), rep(2, Closed, 10, 5)];
-        let d = decide(&c, &rs, &InflightView::default(), &[7, 8]);
-        assert_eq!(d.healthy, 1);
-        assert!(d.delete.is_empty());
-        assert_eq!(d.replicate_to, vec![7, 8]);
-        assert_eq!(d.sources, vec![1]);
-    }
-
-    #[test]
-    fn missing_healthy_and_unjudged_states() {
-        let c = closed(5, 1);
-        let d = decide(
-            &c,
-            &[rep(1, Closed, 0, 0)],
-            &InflightView::default(),
-            &[2, 3],
-        );
-        assert_eq!(d.verdict(), Verdict::Missing);
-        assert!(d.replicate_to.is_empty() && d.delete.is_empty());
-        let rs = vec![
-            rep(1, Closed, 5, 1),
-            rep(2, Closed, 5, 1),
-            rep(3, Closed, 5, 1),
-        ];
-        assert_eq!(
-            decide(&c, &rs, &InflightView::default(), &[]).verdict(),
-            Verdict::Healthy
-        );
-        // An empty container's empty replicas are copies.
-        let e = closed(0, 0);
-        let rs = vec![
-            rep(1, Closed, 0, 0),
-            rep(2, Closed, 0, 0),
-            rep(3, Closed, 0, 0),
-        ];
-        assert_eq!(
-            decide(&e, &rs, &InflightView::default(), &[]).verdict(),
-            Verdict::Healthy
-        );
-        let open = ContainerView {
-            state: ContainerState::Open,
-            ..c
-        };
-        assert_eq!(
-            decide(&open, &rs, &InflightView::default(), &[4]).verdict(),
-            Verdict::NotChecked
-        );
-    }
-
-    #[test]
-    fn quasi_closed_majority_is_force_closed() {
-        let c = ContainerView {
-            state: ContainerState::QuasiClosed,
-            ..closed(4, 1)
-        };
-        let rs = vec![
-            rep(1, QuasiClosed, 4, 1),
-            rep(2, QuasiClosed, 4, 1),
-            rep(3, QuasiClosed, 3, 1),
-        ];
-        let d = decide(&c, &rs, &InflightView::default(), &[]);
-        assert_eq!(d.force_close, vec![1, 2]);
-        let rs = vec![rep(1, QuasiClosed, 4, 1), rep(3, QuasiClosed, 3, 1)];
-        assert!(decide(&c, &rs, &InflightView::default(), &[])
-            .force_close
-            .is_empty());
-    }
-}
+mod tests;

@@ -5,7 +5,7 @@
 use rozone_proto::scm as pb;
 
 use crate::cluster::nodes::{Datanode, NodeUsage};
-use crate::cluster::replicas::{ReplicaReport, ReplicaState};
+use crate::cluster::replicas::{Digest, ReplicaReport, ReplicaState};
 use crate::error::Invalid;
 
 fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
@@ -91,6 +91,11 @@ pub fn replica_report(
         block_count: r.block_count,
         used_bytes: r.used_bytes,
         origin_pipeline: r.origin_pipeline_id,
+        // Version 0 is "not reported": such a replica is judged without a digest.
+        digest: (r.digest_version != 0).then_some(Digest {
+            version: r.digest_version,
+            sum: r.content_digest,
+        }),
     })
 }
 

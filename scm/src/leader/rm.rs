@@ -43,6 +43,7 @@ pub fn replica_views(m: &ClusterState, id: u64) -> Vec<ReplicaView> {
             state: r.state,
             bcsid: r.bcsid,
             block_count: r.block_count,
+            digest: r.digest,
             node: m.nodes.health(r.datanode).unwrap_or(NodeHealth::Dead),
         })
         .collect()

@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::types::{ContainerEvent, ContainerInfo, ContainerState, PipelineInfo};
 
-/// A command of the SCM state machine.
+/// A command of the SCM state machine, replicated in the sealed envelope
+/// (`rozone_raft::envelope`). **Append-only**: a new command is a new variant at the end;
+/// an existing variant's fields never change (a changed command is a new variant). Every
+/// variant has a golden fixture in `scm/golden/requests-v1.txt` (test `golden`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ScmRequest {
     /// Records the cluster id; refused if a different one is set.
@@ -136,3 +139,7 @@ pub enum ScmResponse {
         removed: u64,
     },
 }
+
+#[cfg(test)]
+#[path = "request_golden.rs"]
+mod golden;

@@ -1,0 +1,123 @@
+//! Golden bytes of every [`OmRequest`] variant: entries committed by earlier builds must
+//! decode, and this build must write them the same way.
+
+use super::*;
+use crate::state::types::{Datanode, PipelineRef};
+
+/// The fixture name of each variant. A new variant fails to compile here until it is named
+/// and given a sample below.
+fn name(r: &OmRequest) -> &'static str {
+    match r {
+        OmRequest::CreateVolume { .. } => "CreateVolume",
+        OmRequest::DeleteVolume { .. } => "DeleteVolume",
+        OmRequest::CreateBucket { .. } => "CreateBucket",
+        OmRequest::DeleteBucket { .. } => "DeleteBucket",
+        OmRequest::OpenKey { .. } => "OpenKey",
+        OmRequest::AddBlocks { .. } => "AddBlocks",
+        OmRequest::CommitKey { .. } => "CommitKey",
+        OmRequest::DeleteKey { .. } => "DeleteKey",
+        OmRequest::RenameKey { .. } => "RenameKey",
+        OmRequest::ExpireOpenKeys { .. } => "ExpireOpenKeys",
+        OmRequest::PurgeDeletedBlocks { .. } => "PurgeDeletedBlocks",
+    }
+}
+
+fn id() -> OpenKeyId {
+    OpenKeyId {
+        volume: "vol".into(),
+        bucket: "b".into(),
+        key: "k/1".into(),
+        client_id: 77,
+    }
+}
+
+fn block() -> AllocatedBlock {
+    AllocatedBlock {
+        id: BlockId::new(3, 41),
+        pipeline: PipelineRef {
+            id: 9,
+            members: vec![Datanode {
+                id: 2,
+                hostname: "dn2".into(),
+                container_addr: "h:9859".into(),
+                raft_addr: "h:9858".into(),
+                replication_addr: "h:9857".into(),
+            }],
+            leader_id: Some(2),
+            open: true,
+        },
+        max_size: 1 << 28,
+    }
+}
+
+fn samples() -> Vec<OmRequest> {
+    vec![
+        OmRequest::CreateVolume {
+            name: "vol".into(),
+            owner: "alice".into(),
+            quota_bytes: Some(1 << 30),
+            now_ms: 1_700_000_000_000,
+        },
+        OmRequest::DeleteVolume { name: "vol".into() },
+        OmRequest::CreateBucket {
+            volume: "vol".into(),
+            name: "b".into(),
+            replication: Replication::RatisThree,
+            versioning: true,
+            quota_bytes: None,
+            now_ms: 5,
+        },
+        OmRequest::DeleteBucket {
+            volume: "vol".into(),
+            name: "b".into(),
+        },
+        OmRequest::OpenKey {
+            id: id(),
+            replication: Some(Replication::RatisOne),
+            blocks: vec![block()],
+            now_ms: 6,
+            expires_ms: 7,
+        },
+        OmRequest::AddBlocks {
+            id: id(),
+            blocks: vec![block()],
+            expires_ms: 8,
+            max_blocks: 16,
+        },
+        OmRequest::CommitKey {
+            id: id(),
+            blocks: vec![(BlockId::new(3, 41), 1024)],
+            size: 1024,
+            checksum: "crc32c:1234".into(),
+            now_ms: 9,
+        },
+        OmRequest::DeleteKey {
+            volume: "vol".into(),
+            bucket: "b".into(),
+            key: "k/1".into(),
+        },
+        OmRequest::RenameKey {
+            volume: "vol".into(),
+            bucket: "b".into(),
+            from: "k/1".into(),
+            to: "k/2".into(),
+            now_ms: 10,
+        },
+        OmRequest::ExpireOpenKeys {
+            ids: vec![id()],
+            now_ms: 11,
+        },
+        OmRequest::PurgeDeletedBlocks {
+            ids: vec![1, 2, 300],
+        },
+    ]
+}
+
+#[test]
+fn every_request_variant_matches_its_golden_bytes() {
+    let samples: Vec<(&str, OmRequest)> = samples().into_iter().map(|r| (name(&r), r)).collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/requests-v1.txt");
+    rozone_raft::golden::check(&path, &samples, rozone_raft::envelope::seal, |b| {
+        rozone_raft::envelope::open(b, "OM request")
+    });
+}

@@ -1,0 +1,77 @@
+//! Golden bytes of every [`ScmRequest`] variant: entries committed by earlier builds must
+//! decode, and this build must write them the same way.
+
+use super::*;
+use crate::state::types::{PipelineState, ReplicationFactor};
+
+/// The fixture name of each variant. A new variant fails to compile here until it is named
+/// and given a sample below.
+fn name(r: &ScmRequest) -> &'static str {
+    match r {
+        ScmRequest::SetClusterId { .. } => "SetClusterId",
+        ScmRequest::AllocateBatch { .. } => "AllocateBatch",
+        ScmRequest::CreateContainer(_) => "CreateContainer",
+        ScmRequest::UpdateContainer { .. } => "UpdateContainer",
+        ScmRequest::UpdateContainerUsage { .. } => "UpdateContainerUsage",
+        ScmRequest::CreatePipeline(_) => "CreatePipeline",
+        ScmRequest::ClosePipeline { .. } => "ClosePipeline",
+        ScmRequest::AddDeletedBlocks { .. } => "AddDeletedBlocks",
+        ScmRequest::RemoveDeletedBlocks { .. } => "RemoveDeletedBlocks",
+    }
+}
+
+fn samples() -> Vec<ScmRequest> {
+    vec![
+        ScmRequest::SetClusterId {
+            cluster_id: "CID-1".into(),
+        },
+        ScmRequest::AllocateBatch {
+            name: "block".into(),
+            expected_last: 1000,
+            new_last: 2000,
+        },
+        ScmRequest::CreateContainer(ContainerInfo {
+            id: 12,
+            state: ContainerState::Open,
+            replication: ReplicationFactor::Three,
+            owner: "om".into(),
+            pipeline_id: 4,
+            used_bytes: 0,
+            key_count: 0,
+            bcsid: 0,
+            created_at: 1_700_000_000_000,
+        }),
+        ScmRequest::UpdateContainer {
+            id: 12,
+            event: ContainerEvent::QuasiClose,
+        },
+        ScmRequest::UpdateContainerUsage {
+            id: 12,
+            used_bytes: 4096,
+            key_count: 2,
+            bcsid: 33,
+        },
+        ScmRequest::CreatePipeline(PipelineInfo {
+            id: 4,
+            members: vec![1, 2, 3],
+            leader: Some(2),
+            state: PipelineState::Open,
+        }),
+        ScmRequest::ClosePipeline { id: 4 },
+        ScmRequest::AddDeletedBlocks {
+            txn_id: 7,
+            container_id: 12,
+            local_ids: vec![1, 2],
+        },
+        ScmRequest::RemoveDeletedBlocks { txn_ids: vec![7] },
+    ]
+}
+
+#[test]
+fn every_request_variant_matches_its_golden_bytes() {
+    let samples: Vec<(&str, ScmRequest)> = samples().into_iter().map(|r| (name(&r), r)).collect();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/requests-v1.txt");
+    rozone_raft::golden::check(&path, &samples, rozone_raft::envelope::seal, |b| {
+        rozone_raft::envelope::open(b, "SCM request")
+    });
+}
