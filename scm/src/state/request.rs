@@ -5,9 +5,13 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{ContainerEvent, ContainerInfo, ContainerState, PipelineInfo};
+use super::types::{ContainerEvent, ContainerInfo, ContainerState, DatanodeRecord, PipelineInfo};
 
 /// A command of the SCM state machine.
+///
+/// Entries are postcard-encoded and positional: a variant's index and a field's position
+/// are part of the log format. Append variants and fields at the end; never reorder,
+/// remove or change one that a released build wrote.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ScmRequest {
     /// Records the cluster id; refused if a different one is set.
@@ -42,6 +46,11 @@ pub enum ScmRequest {
     },
     /// Drops finished deleted-block transactions (absent ids are ignored).
     RemoveDeletedBlocks { txn_ids: Vec<u64> },
+    /// Records a datanode as the leader last knew it (registration or health change),
+    /// replacing the previous record of that id.
+    RecordDatanode(DatanodeRecord),
+    /// Records that the leader of `term` serves outside safe mode (kept: the highest term).
+    RecordSafeModeLeft { term: u64 },
 }
 
 /// The outcome of an [`ScmRequest`].
@@ -134,5 +143,17 @@ pub enum ScmResponse {
     /// How many of the given transactions existed and were removed.
     DeletedBlocksRemoved {
         removed: u64,
+    },
+    DatanodeRecorded {
+        id: u64,
+    },
+    /// A datanode record with id 0 or an empty address.
+    InvalidDatanode {
+        id: u64,
+        reason: String,
+    },
+    /// The highest term recorded as out of safe mode, after the request.
+    SafeModeLeftRecorded {
+        term: u64,
     },
 }
