@@ -102,8 +102,10 @@ async fn new_scm_leader_allocates_at_once_after_the_leader_is_killed() {
 /// leads), must refuse leader-only calls with the retryable not-leader refusal instead of
 /// answering from its in-memory state.
 ///
-/// Passes on cd62657 too: the leader lease (issue 12 item 1, `rozone_raft::gate`) already
-/// guarded `ScmNode::lead`, which every leader-only path goes through; this test keeps it so.
+/// Fails on cd62657, at its setup: the new leader refused the allocation with "SCM is in
+/// safe mode ... 0 healthy datanodes registered" (item 7). With that step removed, the
+/// refusal checks passed on cd62657: the leader lease (`rozone_raft::gate`) already guarded
+/// `ScmNode::lead`, which every leader-only path goes through; this test keeps it so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scm_leader_cut_off_from_its_ring_refuses_leader_only_calls() {
     let (ring, l, container) = ring_with_a_container().await;
