@@ -3,7 +3,8 @@
 # time from the kill to the first key put that succeeds, median of the runs.
 #
 #   scripts/bench-scm-failover.sh              3 runs (default), builds the release binaries
-#   options: --runs N  --no-build (use the release binaries as they are)  --keep (keep the dir)
+#   options: --runs N  --no-build (use the binaries as they are)  --keep (keep the dir)
+#            --dev (the dev profile's binaries, target/debug: optimized too, built by the tests)
 #
 # Each run: `rozone dev up --detach` (the first initialises 3 SCM, 3 OM, 3 datanodes; later
 # runs restart it from its data: a cold start, so safe mode is left before the run), one
@@ -13,13 +14,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=3 build=true keep=false
+runs=3 build=true keep=false profile=release
 while [ $# -gt 0 ]; do
     case $1 in
     --runs) runs=${2:?--runs needs a number}; shift 2 ;;
     --no-build) build=false; shift ;;
     --keep) keep=true; shift ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --dev) profile=debug; shift ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-scm-failover: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -27,9 +29,9 @@ command -v jq >/dev/null || { echo "bench-scm-failover: needs jq (apt-get instal
 
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}
 if $build; then
-    cargo build --release --workspace --bins
+    if [ "$profile" = release ]; then cargo build --release --workspace --bins; else cargo build --workspace --bins; fi
 fi
-rz="$CARGO_TARGET_DIR/release/rozone"
+rz="$CARGO_TARGET_DIR/$profile/rozone"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/rozone-scm-failover.XXXXXX")
 cleanup() {
     "$rz" dev down --dir "$dir" >/dev/null 2>&1 || true
@@ -44,15 +46,15 @@ gaps=()
 for run in $(seq 1 "$runs"); do
     "$rz" dev up --detach --dir "$dir" >/dev/null
     "$rz" sh volume create /bench >/dev/null 2>&1 || true
-    "$rz" sh bucket create /bench/b >/dev/null 2>&1 || true
-    "$rz" sh key put "/bench/b/warm-$run" "$dir/payload" >/dev/null
+    "$rz" sh bucket create /bench/bkt >/dev/null 2>&1 || true
+    "$rz" sh key put "/bench/bkt/warm-$run" "$dir/payload" >/dev/null
     leader=$("$rz" --json admin scm roles | jq -r '.leader_id')
     pid=$(jq -r --arg n "scm$leader" '.[] | select(.name == $n) | .pid' "$dir/pids.json")
     [ -n "$pid" ] && [ "$pid" != null ] || { echo "no pid for scm$leader" >&2; exit 1; }
     t0=$(now_ms)
     kill -KILL "$pid"
     failed=0
-    until "$rz" sh key put "/bench/b/run$run-$failed" "$dir/payload" >/dev/null 2>"$dir/err"; do
+    until "$rz" sh key put "/bench/bkt/run$run-$failed" "$dir/payload" >/dev/null 2>"$dir/err"; do
         failed=$((failed + 1))
         if [ $(($(now_ms) - t0)) -gt 120000 ]; then
             echo "run $run: no put succeeded in 120 s: $(cat "$dir/err")" >&2

@@ -104,12 +104,9 @@ impl ScmNode {
             self.group.leader_contact().map(|c| c.term)
         };
         if let Some(t) = term.filter(|t| *t > 0) {
-            let _ = self.first_leader_term.compare_exchange(
-                0,
-                t,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            let _ =
+                self.first_leader_term
+                    .compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 

@@ -26,7 +26,11 @@ async fn ring_with_a_container() -> (ScmProcs, u64, u64) {
     // The leader's loop opens a pipeline of the three, then allocation opens a container.
     let (r, errors) = ring.allocate_with_retries(&[l], procs::WAIT).await;
     let r = r.unwrap_or_else(|s| panic!("first allocation: {s:?} after {errors:?}"));
-    let container = r.blocks[0].block_id.as_ref().expect("block id").container_id;
+    let container = r.blocks[0]
+        .block_id
+        .as_ref()
+        .expect("block id")
+        .container_id;
     (ring, l, container)
 }
 

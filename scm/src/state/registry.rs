@@ -146,15 +146,24 @@ mod tests {
         }
         apply(&db, |t| record_datanode(t, rec(2, NodeHealth::Stale)));
         let all = datanodes(&db).unwrap();
-        assert_eq!(all, vec![rec(1, NodeHealth::Healthy), rec(2, NodeHealth::Stale)]);
+        assert_eq!(
+            all,
+            vec![rec(1, NodeHealth::Healthy), rec(2, NodeHealth::Stale)]
+        );
         assert_eq!(datanode(&db, 2).unwrap(), Some(rec(2, NodeHealth::Stale)));
         let mut bad = rec(0, NodeHealth::Healthy);
         let r = apply(&db, |t| record_datanode(t, bad.clone()));
-        assert!(matches!(r, ScmResponse::InvalidDatanode { id: 0, .. }), "{r:?}");
+        assert!(
+            matches!(r, ScmResponse::InvalidDatanode { id: 0, .. }),
+            "{r:?}"
+        );
         bad.datanode.id = 5;
         bad.datanode.raft_addr.clear();
         let r = apply(&db, |t| record_datanode(t, bad));
-        assert!(matches!(r, ScmResponse::InvalidDatanode { id: 5, .. }), "{r:?}");
+        assert!(
+            matches!(r, ScmResponse::InvalidDatanode { id: 5, .. }),
+            "{r:?}"
+        );
         assert_eq!(datanodes(&db).unwrap().len(), 2);
     }
 
