@@ -68,14 +68,14 @@ impl ScmProcs {
             listen.insert(id, (peer, client, proxy));
         }
         let mut members = BTreeMap::new();
+        // The checkpoint port is bound as port 0 and advertised as bound (no port race).
         for (id, (peer, client, proxy)) in listen {
             let toml = format!(
                 "[node]\nid = {id}\ndata_dir = {:?}\n\n[scm]\nclient_addr = \"{client}\"\n\
-                 peer_addr = \"{peer}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\n\
+                 peer_addr = \"{peer}\"\ncheckpoint_addr = \"127.0.0.1:0\"\n\
                  bootstrap_retry_pause = \"200ms\"\ndatanode_stale_after = \"5m\"\n\
                  datanode_dead_after = \"10m\"\n\n[http]\naddr = \"127.0.0.1:0\"\n\n{RAFT}\n{peers}",
                 root.path().join(format!("scm{id}")),
-                free_port()
             );
             let config = root.path().join(format!("scm{id}.toml"));
             std::fs::write(&config, toml).expect("write config");
