@@ -17,20 +17,6 @@ fn prepare(c: &DevCluster) {
     ok(c.cli().args(["sh", "bucket", "create", "/vol/bkt"]));
 }
 
-fn leader_of(c: &DevCluster, ring: &str) -> String {
-    let r = c.json(&["admin", ring, "roles"]);
-    let members = r["members"].as_array().expect("members");
-    let l = members
-        .iter()
-        .find(|m| m["role"] == "LEADER")
-        .unwrap_or_else(|| panic!("no {ring} leader: {r}"));
-    let id = l["node_id"]
-        .as_u64()
-        .or_else(|| l["id"].as_u64())
-        .expect("leader id");
-    format!("{ring}{id}")
-}
-
 /// Puts keys `prefix-N` of `size` bytes until `stop`, recording those that succeeded.
 fn put_loop(
     client: Arc<Client>,

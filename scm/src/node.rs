@@ -2,11 +2,13 @@
 //! generator and the leader's in-memory view. The leader's work on it lives in
 //! [`crate::leader`].
 //!
-//! [`ScmNode`] holds the Raft group, the sequence-id generator and the in-memory
-//! [`ClusterState`]. The in-memory state belongs to one leader term: the first call in a new
-//! term replaces it with an empty one and invalidates the id batches, so nothing a previous
-//! leadership knew (or handed out) is trusted. Only a ready leader answers; a follower
-//! refuses with [`ScmError::Raft`] (not the leader, with a hint).
+//! The in-memory state belongs to one leader term: the first call in a new term replaces it
+//! and invalidates the id batches, so nothing a previous leadership handed out is reused.
+//! What it is replaced with follows [`safemode::start`]: after a cold start of the ring, an
+//! empty registry in safe mode; on a failover, the ring's datanode records outside safe
+//! mode, so block allocation goes on at once on the pipelines the previous leader kept
+//! open. Only a leader that holds its lease answers (`RaftGroup::leader_gate`); any other
+//! member refuses with [`ScmError::Raft`] (retryable, with a hint when it knows one).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,11 +18,13 @@ use rozone_proto::scm::scm_command::Command;
 use rozone_proto::scm::CloseContainerCommand;
 use rozone_raft::RaftGroup;
 
+use crate::cluster::safemode::{self, Start};
 use crate::cluster::ClusterState;
 use crate::config::ScmSection;
 use crate::error::ScmError;
 use crate::state::{
-    read, ContainerEvent, ContainerInfo, ScmLogic, ScmRequest, ScmResponse, SequenceIdGenerator,
+    read, registry, ContainerEvent, ContainerInfo, ScmLogic, ScmRequest, ScmResponse,
+    SequenceIdGenerator,
 };
 
 /// Counters kept across leader terms, for `/metrics`.
@@ -57,6 +61,9 @@ pub struct ScmNode {
     /// Serialises allocation and pipeline/container creation, so two callers do not both
     /// open a container for the same room.
     pub alloc: tokio::sync::Mutex<()>,
+    /// Term of the first leader this process heard from or was (0: none yet); see
+    /// [`safemode::start`]. In memory only: a restart forgets it.
+    first_leader_term: AtomicU64,
 }
 
 /// Milliseconds since the Unix epoch (stamped before proposing, never in apply).
@@ -76,6 +83,7 @@ impl ScmNode {
             counters: Counters::default(),
             mem: Mutex::new(ClusterState::new(0, Instant::now())),
             alloc: tokio::sync::Mutex::new(()),
+            first_leader_term: AtomicU64::new(0),
         })
     }
 
@@ -84,20 +92,109 @@ impl ScmNode {
         self.mem.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Checks that this node is the ready leader and returns its in-memory state, fresh
-    /// if the term changed since it was last used.
-    pub fn lead(&self) -> Result<MutexGuard<'_, ClusterState>, ScmError> {
-        if !self.group.is_ready_leader() {
-            return Err(self.group.not_leader_error().into());
+    /// Notes the first leader this process hears from (an append it accepted) or is (a
+    /// lease it earned). Called by the leader's loop on every tick and by [`Self::lead`].
+    pub fn observe_leader(&self) {
+        if self.first_leader_term.load(Ordering::Acquire) != 0 {
+            return;
         }
+        let term = if self.group.is_ready_leader() {
+            Some(self.group.metrics().current_term)
+        } else {
+            self.group.leader_contact().map(|c| c.term)
+        };
+        if let Some(t) = term.filter(|t| *t > 0) {
+            let _ =
+                self.first_leader_term
+                    .compare_exchange(0, t, Ordering::AcqRel, Ordering::Acquire);
+        }
+    }
+
+    /// Checks that this node is the ready leader (it holds its lease) and returns its
+    /// in-memory state, new if the term changed since it was last used.
+    pub fn lead(&self) -> Result<MutexGuard<'_, ClusterState>, ScmError> {
+        self.group.leader_gate()?;
         let term = self.group.metrics().current_term;
         let mut m = self.lock();
         if m.term != term {
-            tracing::info!(term, "SCM leader: starting with an empty datanode registry");
-            *m = ClusterState::new(term, Instant::now());
+            self.observe_leader();
+            *m = self.new_term(term)?;
             self.ids.invalidate();
         }
         Ok(m)
+    }
+
+    /// The in-memory state a leader of `term` starts with ([`safemode::start`]).
+    fn new_term(&self, term: u64) -> Result<ClusterState, ScmError> {
+        let db = self.group.db();
+        let left = registry::safe_mode_left_term(&db)?;
+        let first = Some(self.first_leader_term.load(Ordering::Acquire)).filter(|t| *t > 0);
+        let now = Instant::now();
+        Ok(match safemode::start(first, left) {
+            Start::Cold => {
+                tracing::info!(
+                    term,
+                    first_leader_term = first,
+                    safe_mode_left_term = left,
+                    "SCM leader after a cold start: safe mode until datanodes report"
+                );
+                ClusterState::new(term, now)
+            }
+            Start::Failover => {
+                let records = registry::datanodes(&db)?;
+                tracing::info!(
+                    term,
+                    datanodes = records.len(),
+                    "SCM leader taking over: no safe mode, datanodes as the ring last knew them"
+                );
+                ClusterState::taken_over(term, now, records)
+            }
+        })
+    }
+
+    /// Leaves safe mode for this term (if in it) and records the term in the ring as out of
+    /// safe mode (once), in that order of effect: the record is committed before the first
+    /// allocation outside safe mode, so a next leader always knows the ring was running
+    /// ([`safemode::start`]). Returns whether it was in safe mode.
+    pub async fn leave_safe_mode(&self, forced: bool) -> Result<bool, ScmError> {
+        let term = {
+            let m = self.lead()?;
+            if !m.safe_mode.in_safe_mode && m.safe_mode.recorded {
+                return Ok(false);
+            }
+            m.term
+        };
+        self.write(ScmRequest::RecordSafeModeLeft { term }).await?;
+        let mut m = self.lead()?;
+        if m.term != term {
+            return Ok(false);
+        }
+        let was = m.safe_mode.in_safe_mode;
+        m.safe_mode.in_safe_mode = false;
+        m.safe_mode.recorded = true;
+        if was && forced {
+            m.safe_mode.forced_exit = true;
+            tracing::warn!("SCM safe mode ended by ForceExitSafeMode");
+        } else if was {
+            tracing::info!("SCM left safe mode");
+        }
+        Ok(was)
+    }
+
+    /// Records datanode `r` as the leader now knows it, unless the ring already has exactly
+    /// that (registrations repeat the same details; health changes are rare).
+    pub async fn record_datanode(&self, r: crate::state::DatanodeRecord) -> Result<(), ScmError> {
+        if registry::datanode(&self.group.db(), r.datanode.id)?.as_ref() == Some(&r) {
+            return Ok(());
+        }
+        let id = r.datanode.id;
+        match self.write(ScmRequest::RecordDatanode(r)).await? {
+            ScmResponse::DatanodeRecorded { .. } => Ok(()),
+            other => {
+                tracing::warn!(datanode = id, response = ?other, "datanode record refused");
+                Err(ScmError::refused("record datanode", other))
+            }
+        }
     }
 
     /// The in-memory state if this node still holds it for the current term (read-only

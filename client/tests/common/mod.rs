@@ -246,6 +246,22 @@ pub fn data(len: usize, seed: u64) -> Vec<u8> {
     v
 }
 
+/// The daemon name (`scm2`, `om1`) of the leader of `ring` ("scm" or "om"), as `admin
+/// <ring> roles` reports it.
+pub fn leader_of(c: &DevCluster, ring: &str) -> String {
+    let r = c.json(&["admin", ring, "roles"]);
+    let members = r["members"].as_array().expect("members");
+    let l = members
+        .iter()
+        .find(|m| m["role"] == "LEADER")
+        .unwrap_or_else(|| panic!("no {ring} leader: {r}"));
+    let id = l["node_id"]
+        .as_u64()
+        .or_else(|| l["id"].as_u64())
+        .expect("leader id");
+    format!("{ring}{id}")
+}
+
 /// A multi-threaded runtime for the client library.
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()

@@ -1,8 +1,10 @@
 //! The SCM leader's in-memory view of the cluster: datanode registry, replica map, command
 //! queues, in-flight replication, safe mode and ReplicationManager results.
 //!
-//! Nothing here is replicated: it is rebuilt by every new leader from registrations and
-//! reports (a datanode unknown to the leader is told to register again). The pure rules
+//! Nothing here is replicated. A leader after a cold ring start builds it from
+//! registrations and reports; a leader taking over in a running ring starts from the
+//! ring's datanode records ([`ClusterState::taken_over`]) outside safe mode, and asks each
+//! datanode to register again for its reports ([`safemode::start`] decides which). The pure rules
 //! (node health, replica counting, ReplicationManager decisions, the safe-mode rule) live in
 //! the submodules as functions with their own tests; the async parts that write to the
 //! replicated state are in [`crate::leader`].
@@ -56,6 +58,8 @@ pub struct TxnDelivery {
 pub struct SafeMode {
     pub in_safe_mode: bool,
     pub forced_exit: bool,
+    /// This leader's term is recorded in the ring as out of safe mode.
+    pub recorded: bool,
 }
 
 /// Everything the leader of `term` knows in memory.
@@ -96,12 +100,29 @@ impl ClusterState {
             safe_mode: SafeMode {
                 in_safe_mode: true,
                 forced_exit: false,
+                recorded: false,
             },
             safe_mode_detail: "no datanode has registered with this leader yet".into(),
             rm: RmStats::default(),
             deletes: BTreeMap::new(),
             next_pick: 0,
         }
+    }
+
+    /// The state of a leader taking over in a running ring: outside safe mode, every
+    /// datanode of the ring's records seeded as last known ([`nodes::NodeRegistry::seed`]).
+    pub fn taken_over(
+        term: u64,
+        now: Instant,
+        records: impl IntoIterator<Item = crate::state::DatanodeRecord>,
+    ) -> Self {
+        let mut s = Self::new(term, now);
+        for r in records {
+            s.nodes.seed(r.datanode, r.health, now);
+        }
+        s.safe_mode.in_safe_mode = false;
+        s.safe_mode_detail.clear();
+        s
     }
 
     /// In-flight adds and deletes, counted.

@@ -1,39 +1,16 @@
 //! The datanode registry: who registered, when each was last heard from, and its health
-//! (HEALTHY → STALE → DEAD by configurable silences). Leader-only and in memory: a new
-//! leader starts empty and datanodes re-register when a heartbeat reply says so.
+//! (HEALTHY → STALE → DEAD by configurable silences). Leader-only and in memory. A leader
+//! taking over from another starts from the ring's records ([`NodeRegistry::seed`]): each
+//! datanode with the health last judged, its silence counted from the takeover, and
+//! *unconfirmed* until it registers again with a full report (a heartbeat reply tells it
+//! to). After a cold start the registry starts empty.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// A datanode as registered.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Datanode {
-    pub id: u64,
-    pub hostname: String,
-    pub container_addr: String,
-    pub raft_addr: String,
-    pub replication_addr: String,
-}
-
-/// Health of a datanode, from how long it has been silent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum NodeHealth {
-    Healthy,
-    /// No new pipelines or blocks on it; its replicas still count.
-    Stale,
-    /// Its pipelines are closed and its replicas no longer count.
-    Dead,
-}
-
-impl std::fmt::Display for NodeHealth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Healthy => "HEALTHY",
-            Self::Stale => "STALE",
-            Self::Dead => "DEAD",
-        })
-    }
-}
+// The datanode and its health are part of the replicated state (the ring keeps each
+// datanode as last known, so a new leader starts from it): declared in `state::types`.
+pub use crate::state::types::{Datanode, NodeHealth};
 
 /// Health after `silence` without a heartbeat.
 pub fn health_after(silence: Duration, stale_after: Duration, dead_after: Duration) -> NodeHealth {
@@ -60,6 +37,9 @@ pub struct NodeRecord {
     pub health: NodeHealth,
     pub last_heartbeat: Instant,
     pub usage: NodeUsage,
+    /// Registered with this leader (its replicas are in the replica map); `false` for a
+    /// record taken over from the previous leader.
+    pub confirmed: bool,
 }
 
 /// What a heartbeat found.
@@ -96,12 +76,38 @@ impl NodeRegistry {
                 health: NodeHealth::Healthy,
                 last_heartbeat: now,
                 usage,
+                confirmed: true,
             },
         );
         new
     }
 
-    /// Records a heartbeat of `id`.
+    /// Takes over a datanode as the ring last knew it: its last judged health, silent since
+    /// `now` (the takeover), unconfirmed. Its pipelines stay usable while it is HEALTHY;
+    /// it goes STALE like any node if it is not heard from.
+    pub fn seed(&mut self, details: Datanode, health: NodeHealth, now: Instant) {
+        self.nodes.insert(
+            details.id,
+            NodeRecord {
+                details,
+                health,
+                last_heartbeat: now,
+                usage: NodeUsage::default(),
+                confirmed: false,
+            },
+        );
+    }
+
+    /// Whether every HEALTHY node has registered with this leader (so the replica map holds
+    /// all their reports).
+    pub fn all_healthy_confirmed(&self) -> bool {
+        self.nodes
+            .values()
+            .all(|n| n.confirmed || n.health != NodeHealth::Healthy)
+    }
+
+    /// Records a heartbeat of `id`. A node taken over unconfirmed is alive but must
+    /// register (its replicas are unknown to this leader).
     pub fn heartbeat(&mut self, id: u64, usage: Option<NodeUsage>, now: Instant) -> Heard {
         match self.nodes.get_mut(&id) {
             Some(n) if n.health != NodeHealth::Dead => {
@@ -110,7 +116,11 @@ impl NodeRegistry {
                 if let Some(u) = usage {
                     n.usage = u;
                 }
-                Heard::Known
+                if n.confirmed {
+                    Heard::Known
+                } else {
+                    Heard::MustRegister
+                }
             }
             _ => Heard::MustRegister,
         }
@@ -157,6 +167,16 @@ impl NodeRegistry {
 
     pub fn all(&self) -> impl Iterator<Item = &NodeRecord> {
         self.nodes.values()
+    }
+
+    /// Ids of HEALTHY nodes that registered with this leader, ascending: the only ones new
+    /// pipelines are made of (commands reach a node only once it has registered).
+    pub fn confirmed_healthy_ids(&self) -> Vec<u64> {
+        self.nodes
+            .values()
+            .filter(|n| n.health == NodeHealth::Healthy && n.confirmed)
+            .map(|n| n.details.id)
+            .collect()
     }
 
     /// Ids of HEALTHY nodes, ascending.
@@ -234,5 +254,42 @@ mod tests {
         assert!(!r.register(dn(1), NodeUsage::default(), t0 + Duration::from_secs(52)));
         assert!(r.is_healthy(1));
         assert_eq!(r.healthy_ids(), vec![1]);
+    }
+
+    /// A leader taking over keeps the last judged health, counts silence from the takeover,
+    /// and asks a taken-over node to register (its reports) while keeping it usable.
+    #[test]
+    fn taken_over_nodes_stay_usable_until_silent_and_must_register() {
+        let (s, d) = (Duration::from_secs(10), Duration::from_secs(30));
+        let t0 = Instant::now();
+        let mut r = NodeRegistry::default();
+        r.seed(dn(1), NodeHealth::Healthy, t0);
+        r.seed(dn(2), NodeHealth::Stale, t0);
+        r.seed(dn(3), NodeHealth::Dead, t0);
+        assert_eq!(r.healthy_ids(), vec![1]);
+        assert!(!r.all_healthy_confirmed());
+        // Alive, so usable, but unconfirmed: register again.
+        assert_eq!(
+            r.heartbeat(2, None, t0 + Duration::from_secs(1)),
+            Heard::MustRegister
+        );
+        assert_eq!(r.healthy_ids(), vec![1, 2]);
+        assert_eq!(
+            r.heartbeat(3, None, t0 + Duration::from_secs(1)),
+            Heard::MustRegister
+        );
+        assert_eq!(r.health(3), Some(NodeHealth::Dead));
+        // Node 1 never heard from: STALE after the silence, counted from the takeover.
+        let t = r.update_health(t0 + Duration::from_secs(10), s, d);
+        assert_eq!(t.len(), 1, "{t:?}");
+        assert_eq!((t[0].id, t[0].to), (1, NodeHealth::Stale));
+        assert!(!r.all_healthy_confirmed(), "2 is healthy and unconfirmed");
+        r.register(dn(2), NodeUsage::default(), t0 + Duration::from_secs(11));
+        assert!(r.all_healthy_confirmed());
+        assert_eq!(r.confirmed_healthy_ids(), vec![2]);
+        assert_eq!(
+            r.heartbeat(2, None, t0 + Duration::from_secs(12)),
+            Heard::Known
+        );
     }
 }

@@ -16,7 +16,7 @@ use crate::cluster::replication;
 use crate::cluster::safemode::{self, SafeModeEval, SafeModeInput};
 use crate::error::ScmError;
 use crate::node::ScmNode;
-use crate::state::{read, ContainerState};
+use crate::state::{read, ContainerState, DatanodeRecord};
 
 /// Most deleted-block transactions sent per pass.
 const DELETE_BATCH: usize = 1000;
@@ -37,6 +37,7 @@ pub fn spawn(core: Arc<ScmNode>, stop: CancellationToken) -> JoinHandle<()> {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {}
             }
+            core.observe_leader();
             if !core.group.is_ready_leader() {
                 continue;
             }
@@ -54,9 +55,10 @@ impl ScmNode {
         last_rm: &mut Option<(u64, Instant)>,
         last_del: &mut Option<Instant>,
     ) -> Result<(), ScmError> {
-        let (term, healthy) = {
+        let (term, healthy, reports_complete, changed) = {
             let mut m = self.lead()?;
             let now = Instant::now();
+            let mut changed = Vec::new();
             for t in m.nodes.update_health(
                 now,
                 self.cfg.datanode_stale_after,
@@ -67,15 +69,31 @@ impl ScmNode {
                     m.replicas.remove_datanode(t.id);
                     m.commands.clear(t.id);
                 }
+                if let Some(n) = m.nodes.get(t.id) {
+                    changed.push(DatanodeRecord {
+                        datanode: n.details.clone(),
+                        health: t.to,
+                    });
+                }
             }
-            (m.term, m.nodes.healthy_ids().len())
+            (
+                m.term,
+                m.nodes.healthy_ids().len(),
+                m.nodes.all_healthy_confirmed(),
+                changed,
+            )
         };
+        // The ring learns each health change before its consequences (a pipeline closed
+        // for a DEAD member), so a next leader never takes such a member for healthy.
+        for r in changed {
+            self.record_datanode(r).await?;
+        }
         self.close_failed_pipelines().await?;
         if healthy >= crate::state::types::PIPELINE_MEMBERS {
             self.create_pipelines().await?;
         }
         let (eval, _) = self.safe_mode_eval()?;
-        {
+        let leave = {
             let mut m = self.lead()?;
             m.safe_mode_detail = eval
                 .rules
@@ -84,14 +102,20 @@ impl ScmNode {
                 .map(|r| r.detail.clone())
                 .collect::<Vec<_>>()
                 .join("; ");
-            if m.safe_mode.in_safe_mode && eval.satisfied() {
-                m.safe_mode.in_safe_mode = false;
-                tracing::info!("SCM left safe mode");
-            }
+            let sm = m.safe_mode;
+            // Out of safe mode once the rules hold; a leader that took over (never in safe
+            // mode) records its term the same way.
+            (sm.in_safe_mode && eval.satisfied()) || (!sm.in_safe_mode && !sm.recorded)
+        };
+        if leave {
+            self.leave_safe_mode(false).await?;
         }
-        // The first pass of a term waits one interval: datanodes re-register first.
+        // The first pass of a term waits one interval, and until every healthy datanode
+        // has registered with this leader (after a takeover): it judges from their reports.
         let due = match last_rm {
-            Some((t, at)) if *t == term => at.elapsed() >= self.cfg.replication_interval,
+            Some((t, at)) if *t == term => {
+                reports_complete && at.elapsed() >= self.cfg.replication_interval
+            }
             _ => {
                 *last_rm = Some((term, Instant::now()));
                 false

@@ -74,7 +74,7 @@ impl ScmNode {
             let m = self.lead()?;
             let mut load: BTreeMap<u64, usize> = m
                 .nodes
-                .healthy_ids()
+                .confirmed_healthy_ids()
                 .into_iter()
                 .map(|id| (id, 0))
                 .collect();

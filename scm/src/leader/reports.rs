@@ -13,12 +13,12 @@ use rozone_proto::scm::scm_command::Command;
 
 use crate::cluster::commands::Sent;
 use crate::cluster::lifecycle::{react, Reaction};
-use crate::cluster::nodes::{Datanode, Heard};
+use crate::cluster::nodes::{Datanode, Heard, NodeHealth};
 use crate::cluster::replicas::ReplicaReport;
 use crate::convert;
 use crate::error::{Invalid, ScmError};
 use crate::node::{Counters, ScmNode};
-use crate::state::{read, ContainerEvent, ContainerInfo, ScmRequest};
+use crate::state::{read, ContainerEvent, ContainerInfo, DatanodeRecord, ScmRequest};
 
 impl ScmNode {
     pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, ScmError> {
@@ -43,15 +43,24 @@ impl ScmNode {
         {
             let mut m = self.lead()?;
             let now = Instant::now();
+            // A re-registering node starts over: old commands and replicas are void. Not so
+            // for a node this leader took over: its queued commands are this leader's.
+            if m.nodes.get(id).is_none_or(|n| n.confirmed) {
+                m.commands.clear(id);
+            }
             if m.nodes.register(dn.clone(), usage, now) {
                 tracing::info!(datanode = id, host = %dn.hostname, "datanode registered");
             }
-            // A re-registering node starts over: old commands and replicas are void.
-            m.commands.clear(id);
             m.replicas.full_report(id, &full, now);
             self.pipeline_leaders(&mut m, id, &r.pipeline_reports);
         }
         Counters::add(&self.counters.registrations, 1);
+        // The ring keeps the datanode as this leader knows it, for the next leader.
+        self.record_datanode(DatanodeRecord {
+            datanode: dn,
+            health: NodeHealth::Healthy,
+        })
+        .await?;
         self.react_all(id, &full).await?;
         self.check_reported_pipelines(id, &r.pipeline_reports)?;
         Ok(pb::RegisterReply {
@@ -74,15 +83,26 @@ impl ScmNode {
     pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, ScmError> {
         let b = convert::heartbeat(&r)?;
         let mut txns_done = Vec::new();
+        let (heard, revived) = {
+            let mut m = self.lead()?;
+            let was = m.nodes.health(b.dn);
+            let heard = m.nodes.heartbeat(b.dn, b.usage, Instant::now());
+            // A STALE node heard again is HEALTHY: the ring's record follows (rare).
+            let revived = (was == Some(NodeHealth::Stale))
+                .then(|| m.nodes.get(b.dn).map(|n| n.details.clone()))
+                .flatten();
+            (heard, revived)
+        };
+        self.record_revived(revived).await?;
+        if heard == Heard::MustRegister {
+            return Ok(pb::HeartbeatReply {
+                commands: Vec::new(),
+                reregister: true,
+            });
+        }
         {
             let mut m = self.lead()?;
             let now = Instant::now();
-            if m.nodes.heartbeat(b.dn, b.usage, now) == Heard::MustRegister {
-                return Ok(pb::HeartbeatReply {
-                    commands: Vec::new(),
-                    reregister: true,
-                });
-            }
             if let Some(full) = &b.full {
                 m.replicas.full_report(b.dn, full, now);
             }
@@ -140,6 +160,19 @@ impl ScmNode {
             commands,
             reregister: false,
         })
+    }
+
+    async fn record_revived(&self, dn: Option<Datanode>) -> Result<(), ScmError> {
+        match dn {
+            Some(datanode) => {
+                self.record_datanode(DatanodeRecord {
+                    datanode,
+                    health: NodeHealth::Healthy,
+                })
+                .await
+            }
+            None => Ok(()),
+        }
     }
 
     /// Applies what each reported replica implies for its container.

@@ -269,13 +269,9 @@ impl ScmAdmin for AdminService {
         &self,
         _req: Request<pb::ForceExitSafeModeRequest>,
     ) -> Result<Response<pb::ForceExitSafeModeReply>, Status> {
-        let mut m = self.0.lead()?;
-        let was = m.safe_mode.in_safe_mode;
-        if was {
-            m.safe_mode.in_safe_mode = false;
-            m.safe_mode.forced_exit = true;
-            tracing::warn!("SCM safe mode ended by ForceExitSafeMode");
-        }
+        // Recorded in the ring before it takes effect: a leader change right after still
+        // finds the ring out of safe mode.
+        let was = self.0.leave_safe_mode(true).await?;
         Ok(Response::new(pb::ForceExitSafeModeReply {
             was_in_safe_mode: was,
         }))

@@ -133,6 +133,10 @@ impl StateMachineLogic for ScmLogic {
                 }
                 Ok(ScmResponse::DeletedBlocksRemoved { removed })
             }
+            ScmRequest::RecordDatanode(rec) => super::registry::record_datanode(txn, rec),
+            ScmRequest::RecordSafeModeLeft { term } => {
+                super::registry::record_safe_mode_left(txn, term)
+            }
         }
     }
 }

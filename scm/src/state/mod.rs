@@ -17,6 +17,7 @@
 
 pub mod logic;
 pub mod read;
+pub mod registry;
 pub mod request;
 pub mod sequence;
 pub mod types;
@@ -25,8 +26,8 @@ pub use logic::ScmLogic;
 pub use request::{ScmRequest, ScmResponse};
 pub use sequence::{BatchProposer, SequenceIdError, SequenceIdGenerator, DEFAULT_BATCH_SIZE};
 pub use types::{
-    ContainerEvent, ContainerInfo, ContainerState, DeletedBlocksTxn, PipelineInfo, PipelineState,
-    ReplicationFactor,
+    ContainerEvent, ContainerInfo, ContainerState, Datanode, DatanodeRecord, DeletedBlocksTxn,
+    NodeHealth, PipelineInfo, PipelineState, ReplicationFactor,
 };
 
 /// Raft group id of the SCM ring.
@@ -40,7 +41,8 @@ pub const CF_CONTAINERS: &str = "containers";
 pub const CF_PIPELINES: &str = "pipelines";
 /// Deleted-block transactions: txn id (big-endian) → [`DeletedBlocksTxn`].
 pub const CF_DELETED_BLOCKS: &str = "deleted_blocks";
-/// Cluster-wide singletons; for now the cluster id under [`KEY_CLUSTER_ID`].
+/// Cluster-wide rows: the cluster id under [`KEY_CLUSTER_ID`], and what a new leader
+/// starts from ([`registry`]: datanodes as last known, the safe-mode record).
 pub const CF_CLUSTER: &str = "cluster";
 /// Key of the cluster id in [`CF_CLUSTER`].
 pub const KEY_CLUSTER_ID: &[u8] = b"cluster_id";

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{ContainerEvent, ContainerInfo, ContainerState, PipelineInfo};
+use super::types::{ContainerEvent, ContainerInfo, ContainerState, DatanodeRecord, PipelineInfo};
 
 /// A command of the SCM state machine, replicated in the sealed envelope
 /// (`rozone_raft::envelope`). **Append-only**: a new command is a new variant at the end;
@@ -45,6 +45,11 @@ pub enum ScmRequest {
     },
     /// Drops finished deleted-block transactions (absent ids are ignored).
     RemoveDeletedBlocks { txn_ids: Vec<u64> },
+    /// Records a datanode as the leader last knew it (registration or health change),
+    /// replacing the previous record of that id.
+    RecordDatanode(DatanodeRecord),
+    /// Records that the leader of `term` serves outside safe mode (kept: the highest term).
+    RecordSafeModeLeft { term: u64 },
 }
 
 /// The outcome of an [`ScmRequest`].
@@ -137,6 +142,18 @@ pub enum ScmResponse {
     /// How many of the given transactions existed and were removed.
     DeletedBlocksRemoved {
         removed: u64,
+    },
+    DatanodeRecorded {
+        id: u64,
+    },
+    /// A datanode record with id 0 or an empty address.
+    InvalidDatanode {
+        id: u64,
+        reason: String,
+    },
+    /// The highest term recorded as out of safe mode, after the request.
+    SafeModeLeftRecorded {
+        term: u64,
     },
 }
 

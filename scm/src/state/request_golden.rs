@@ -2,7 +2,7 @@
 //! decode, and this build must write them the same way.
 
 use super::*;
-use crate::state::types::{PipelineState, ReplicationFactor};
+use crate::state::types::{Datanode, DatanodeRecord, NodeHealth, PipelineState, ReplicationFactor};
 
 /// The fixture name of each variant. A new variant fails to compile here until it is named
 /// and given a sample below.
@@ -17,6 +17,8 @@ fn name(r: &ScmRequest) -> &'static str {
         ScmRequest::ClosePipeline { .. } => "ClosePipeline",
         ScmRequest::AddDeletedBlocks { .. } => "AddDeletedBlocks",
         ScmRequest::RemoveDeletedBlocks { .. } => "RemoveDeletedBlocks",
+        ScmRequest::RecordDatanode(_) => "RecordDatanode",
+        ScmRequest::RecordSafeModeLeft { .. } => "RecordSafeModeLeft",
     }
 }
 
@@ -64,6 +66,17 @@ fn samples() -> Vec<ScmRequest> {
             local_ids: vec![1, 2],
         },
         ScmRequest::RemoveDeletedBlocks { txn_ids: vec![7] },
+        ScmRequest::RecordDatanode(DatanodeRecord {
+            datanode: Datanode {
+                id: 3,
+                hostname: "dn3".into(),
+                container_addr: "h:9859".into(),
+                raft_addr: "h:9858".into(),
+                replication_addr: "h:9857".into(),
+            },
+            health: NodeHealth::Stale,
+        }),
+        ScmRequest::RecordSafeModeLeft { term: 4 },
     ]
 }
 

@@ -172,3 +172,43 @@ pub struct DeletedBlocksTxn {
     pub container_id: u64,
     pub local_ids: Vec<u64>,
 }
+
+/// A datanode as registered: who it is and where it listens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Datanode {
+    pub id: u64,
+    pub hostname: String,
+    pub container_addr: String,
+    pub raft_addr: String,
+    pub replication_addr: String,
+}
+
+/// Health of a datanode, from how long it has been silent. Stored in [`DatanodeRecord`]:
+/// append variants, never reorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum NodeHealth {
+    Healthy,
+    /// No new pipelines or blocks on it; its replicas still count.
+    Stale,
+    /// Its pipelines are closed and its replicas no longer count.
+    Dead,
+}
+
+impl fmt::Display for NodeHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Healthy => "HEALTHY",
+            Self::Stale => "STALE",
+            Self::Dead => "DEAD",
+        })
+    }
+}
+
+/// A datanode as the ring last knew it: its registration and the health its leader last
+/// judged. Written when a datanode registers with new details and when its health changes
+/// (never per heartbeat), so a new leader starts from it instead of from nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatanodeRecord {
+    pub datanode: Datanode,
+    pub health: NodeHealth,
+}
