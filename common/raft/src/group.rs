@@ -59,6 +59,9 @@ pub struct GroupConfig {
     pub download: DownloadPolicy,
     /// Where followers download this node's snapshots; defaults to `node_info.peer_addr`.
     pub snapshot_source_addr: Option<String>,
+    /// Answer the ring's Raft RPCs from the start (default). Off for a ring member whose
+    /// join state is checked first: it answers only after [`RaftGroup::serve_peers`].
+    pub serve_peers_at_start: bool,
 }
 
 impl GroupConfig {
@@ -77,7 +80,14 @@ impl GroupConfig {
             install_snapshot_timeout: Duration::from_secs(60),
             download: DownloadPolicy::default(),
             snapshot_source_addr: None,
+            serve_peers_at_start: true,
         }
+    }
+
+    /// Starts with the peer port closed to this group (see [`RaftGroup::serve_peers`]).
+    pub fn peers_closed(mut self) -> Self {
+        self.serve_peers_at_start = false;
+        self
     }
 
     /// Takes the ring's `[raft]` timing and log settings.
@@ -140,6 +150,8 @@ pub struct RaftGroup<L: StateMachineLogic> {
     started: Instant,
     /// The term (+1; 0 = none) in which this leader asked another member to take over.
     transfer_term: AtomicU64,
+    /// The ring id of this group's join record, once known (see [`crate::join`]).
+    ring_id: std::sync::RwLock<Option<crate::join::RingId>>,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -206,9 +218,28 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             net_stats,
             started: Instant::now(),
             transfer_term: AtomicU64::new(0),
+            ring_id: std::sync::RwLock::new(None),
         });
-        registry.insert(&g.cfg.group_id, g.clone());
+        if g.cfg.serve_peers_at_start {
+            g.serve_peers();
+        }
         Ok(g)
+    }
+
+    /// Opens the peer port to this group: from now on it answers the ring's Raft RPCs.
+    pub fn serve_peers(self: &Arc<Self>) {
+        self.registry.insert(&self.cfg.group_id, self.clone());
+    }
+
+    /// The ring id this node recorded (none before its join state was read).
+    pub fn ring_id(&self) -> Option<crate::join::RingId> {
+        self.ring_id.read().ok().and_then(|r| *r)
+    }
+
+    pub fn set_ring_id(&self, id: crate::join::RingId) {
+        if let Ok(mut r) = self.ring_id.write() {
+            *r = Some(id);
+        }
     }
 
     pub fn group_id(&self) -> &str {

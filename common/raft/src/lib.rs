@@ -15,6 +15,7 @@ pub mod error;
 pub mod gate;
 pub mod group;
 pub mod hook;
+pub mod join;
 pub mod log_store;
 pub mod network;
 pub mod registry;
