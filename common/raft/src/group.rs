@@ -150,8 +150,9 @@ pub struct RaftGroup<L: StateMachineLogic> {
     started: Instant,
     /// The term (+1; 0 = none) in which this leader asked another member to take over.
     transfer_term: AtomicU64,
-    /// The ring id of this group's join record, once known (see [`crate::join`]).
-    ring_id: std::sync::RwLock<Option<crate::join::RingId>>,
+    /// The ring id of this group's join record, once known (see [`crate::join`]); shared
+    /// with the network, which tags every peer RPC with it.
+    ring: Arc<crate::join::RingSlot>,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -192,7 +193,9 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         let sm = RocksStateMachine::open(&cfg.dir.join("sm"), &cfg.dir.join("snapshots"), logic)?;
         let (state, snapshots) = (sm.state(), sm.snapshots());
         let net_stats = Arc::new(NetStats::default());
+        let ring = Arc::new(crate::join::RingSlot::default());
         let net = NetworkFactory {
+            ring: ring.clone(),
             group_id: cfg.group_id.clone(),
             from: cfg.node_id,
             channels: channels.clone(),
@@ -218,7 +221,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             net_stats,
             started: Instant::now(),
             transfer_term: AtomicU64::new(0),
-            ring_id: std::sync::RwLock::new(None),
+            ring,
         });
         if g.cfg.serve_peers_at_start {
             g.serve_peers();
@@ -233,13 +236,18 @@ impl<L: StateMachineLogic> RaftGroup<L> {
 
     /// The ring id this node recorded (none before its join state was read).
     pub fn ring_id(&self) -> Option<crate::join::RingId> {
-        self.ring_id.read().ok().and_then(|r| *r)
+        self.ring.get()
     }
 
+    /// Records the ring id; from now on peer RPCs carry it and another ring's are refused.
     pub fn set_ring_id(&self, id: crate::join::RingId) {
-        if let Ok(mut r) = self.ring_id.write() {
-            *r = Some(id);
-        }
+        self.ring.set(id, true);
+    }
+
+    /// A ring id stamped on data of an older version: used for joins, never on the wire
+    /// (the other members stamped theirs independently).
+    pub fn set_legacy_ring_id(&self, id: crate::join::RingId) {
+        self.ring.set(id, false);
     }
 
     pub fn group_id(&self) -> &str {
@@ -644,6 +652,10 @@ impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {
 
     fn contact(&self) -> Arc<LeaderContact> {
         self.contact.clone()
+    }
+
+    fn ring_check(&self, tag: &str) -> Result<(), String> {
+        self.ring.check(tag)
     }
 
     fn snapshots(&self) -> Arc<SnapshotStore> {

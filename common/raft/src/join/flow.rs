@@ -186,7 +186,7 @@ pub async fn finish<L: StateMachineLogic>(
                 },
             )?;
             warn!(ring_id = %ring, "data from an older version: stamped as a member of its ring");
-            g.set_ring_id(ring);
+            g.set_legacy_ring_id(ring);
             g.serve_peers();
             Ok(Finished::Restarted)
         }

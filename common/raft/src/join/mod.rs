@@ -13,8 +13,10 @@ pub mod decide;
 pub mod flow;
 mod leader;
 pub mod record;
+pub mod slot;
 
 pub use decide::{Admission, Joiner, Plan, Refusal, StartMode};
 pub use flow::{finish, prepare, Finished, JoinAsk, JoinHooks, JoinPolicy, Prepared};
 pub use leader::CATCH_UP_LAG;
 pub use record::{JoinRecord, RingId};
+pub use slot::RingSlot;

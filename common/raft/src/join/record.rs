@@ -68,7 +68,7 @@ impl std::str::FromStr for RingId {
 
 /// How a member got into its ring (kept after it became a member: `--init` refuses a dir
 /// that ever joined a ring).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Origin {
     /// This node created the ring with `--init`.
     Init,
@@ -79,7 +79,7 @@ pub enum Origin {
 }
 
 /// How far this data dir got into its ring.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// `--init` stamped the ring but has not seen it initialised and led yet.
     Founding,
@@ -90,7 +90,7 @@ pub enum Stage {
 }
 
 /// The record itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct JoinRecord {
     pub ring_id: RingId,
     pub node_id: NodeId,
