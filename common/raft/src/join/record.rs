@@ -167,7 +167,9 @@ impl JoinRecord {
                 return Err(format!("key {k:?} twice"));
             }
         }
-        let need = |v: Option<&str>, k: &str| v.ok_or_else(|| format!("missing {k}"));
+        fn need<'a>(v: Option<&'a str>, k: &str) -> Result<&'a str, String> {
+            v.ok_or_else(|| format!("missing {k}"))
+        }
         let ring_id: RingId = need(ring, "ring_id")?.parse()?;
         let node_id: NodeId = need(node, "node_id")?
             .parse()
