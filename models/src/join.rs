@@ -74,9 +74,16 @@ pub struct State {
     pub reverted: bool,
 }
 
+/// A startup flag of the model's joiners (`--init` is not modelled on them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flag {
+    Plain,
+    Bootstrap,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
-    Start(u64, StartMode),
+    Start(u64, Flag),
     Check(u64),
     Add(u64),
     Promote(u64),
@@ -195,8 +202,8 @@ impl Model for JoinModel {
         actions.push(Action::Write);
         for id in [2, 3] {
             actions.extend([
-                Action::Start(id, StartMode::Plain),
-                Action::Start(id, StartMode::Bootstrap),
+                Action::Start(id, Flag::Plain),
+                Action::Start(id, Flag::Bootstrap),
                 Action::Check(id),
                 Action::Add(id),
                 Action::Promote(id),
@@ -212,7 +219,13 @@ impl Model for JoinModel {
     fn next_state(&self, s: &State, a: Action) -> Option<State> {
         let mut n = s.clone();
         match a {
-            Action::Start(id, mode) if s.procs[ix(id)] == Proc::Down => return self.start(s, id, mode),
+            Action::Start(id, flag) if s.procs[ix(id)] == Proc::Down => {
+                let mode = match flag {
+                    Flag::Plain => StartMode::Plain,
+                    Flag::Bootstrap => StartMode::Bootstrap,
+                };
+                return self.start(s, id, mode);
+            }
             Action::Check(id) => {
                 let Proc::Joining { prior, admitted: false } = s.procs[ix(id)] else { return None };
                 n.procs[ix(id)] = match self.admit(s, id, prior) {

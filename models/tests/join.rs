@@ -3,8 +3,9 @@
 
 use rozone_models::join::{check, Flaw, JoinModel, NO_EMPTY_VOTER, NO_REVERSION, ONE_RING, THREE_VOTERS};
 
-/// Deep enough for both joiners to join (6 steps each) after a write.
-const DEPTH: usize = 15;
+/// Deep enough for both joiners to join (6 steps each) after a write, and for a wipe, a
+/// refusal, a removal and a rejoin.
+const DEPTH: usize = 20;
 
 #[test]
 fn real_join_decisions_keep_one_ring_and_never_revert_a_log() {
