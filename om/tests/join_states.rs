@@ -41,9 +41,9 @@ async fn wait_reads(ring: &ProcRing, id: u64, names: &[String]) {
     }
 }
 
-/// Fails on cd62657: the plain start after the killed join found openraft uninitialised
-/// and initialised a one-member ring of its own ("OM serving", leader of itself, writes
-/// accepted) instead of refusing, so `wait_exit` timed out.
+/// Fails on cd62657 (run there once): the plain start after the killed join found openraft
+/// uninitialised and initialised a one-member ring of its own ("OM serving") instead of
+/// refusing; it was still running after 60 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_join_then_plain_start_refuses_and_bootstrap_resumes_it() {
     let mut ring = ProcRing::configure(2);
@@ -82,8 +82,9 @@ async fn killed_join_then_plain_start_refuses_and_bootstrap_resumes_it() {
     assert_eq!(info.ring_id, ring.ring_info(1).await.unwrap().ring_id);
 }
 
-/// Fails on cd62657: the leader accepted the wiped OM ("OM added to the ring") and then
-/// panicked ("follower log reversion is not allowed"), so the ring lost a process.
+/// Fails on cd62657 (run there once): the leader took the wiped OM back and panicked
+/// ("follower log reversion is not allowed … matching: T1-N1.27; conflict: 27"): OM 1
+/// exited, and the wiped OM got "transport error" instead of the refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wiped_member_rebootstrapped_is_refused_until_removed_and_loses_nothing() {
     let mut ring = ProcRing::start(3).await;

@@ -96,9 +96,10 @@ fn exited_stderr(mut d: Daemon) -> String {
     d.stderr()
 }
 
-/// Fails on cd62657: the `--bootstrap` restart after the killed join logged "already
-/// joined, restarting it as it is" and never asked to be added again, so scm2 stayed a
-/// learner for good (and the plain start refused only with "no SCM ring").
+/// Fails on cd62657 (run there once): the plain start after the killed join did not refuse
+/// but came up from the installed checkpoint as if it were a member (openraft saw the
+/// checkpoint's membership), still running after 60 s; and a `--bootstrap` restart only
+/// logged "already joined" and never asked to be added again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_join_after_checkpoint_is_resumed_by_bootstrap_not_by_a_plain_start() {
     let dir = tempfile::tempdir().expect("temp dir");
