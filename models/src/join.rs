@@ -21,7 +21,9 @@
 
 use std::collections::BTreeMap;
 
-use rozone_raft::join::decide::{admit, caught_up, plan, Admission, Joiner, Plan, Present, StartMode};
+use rozone_raft::join::decide::{
+    admit, caught_up, plan, Admission, Joiner, Plan, Present, StartMode,
+};
 use rozone_raft::join::record::{JoinRecord, Origin, RingId, Stage};
 use stateright::{Checker, HasDiscoveries, Model, Path, Property};
 
@@ -105,10 +107,15 @@ fn ix(id: u64) -> usize {
 
 impl JoinModel {
     fn serves_ring(&self, s: &State, id: u64) -> bool {
-        let rec_ok = s.disks[ix(id)].record.as_ref().is_some_and(|r| r.ring_id == R);
+        let rec_ok = s.disks[ix(id)]
+            .record
+            .as_ref()
+            .is_some_and(|r| r.ring_id == R);
         match s.procs[ix(id)] {
             Proc::Serving => rec_ok,
-            Proc::Joining { admitted, .. } => rec_ok && (admitted || self.flaw == Flaw::OpenPeerPort),
+            Proc::Joining { admitted, .. } => {
+                rec_ok && (admitted || self.flaw == Flaw::OpenPeerPort)
+            }
             Proc::Down => false,
         }
     }
@@ -227,14 +234,25 @@ impl Model for JoinModel {
                 return self.start(s, id, mode);
             }
             Action::Check(id) => {
-                let Proc::Joining { prior, admitted: false } = s.procs[ix(id)] else { return None };
+                let Proc::Joining {
+                    prior,
+                    admitted: false,
+                } = s.procs[ix(id)]
+                else {
+                    return None;
+                };
                 n.procs[ix(id)] = match self.admit(s, id, prior) {
-                    Ok(_) => Proc::Joining { prior, admitted: true },
+                    Ok(_) => Proc::Joining {
+                        prior,
+                        admitted: true,
+                    },
                     Err(()) => Proc::Down,
                 };
             }
             Action::Add(id) => {
-                let Proc::Joining { admitted: true, .. } = s.procs[ix(id)] else { return None };
+                let Proc::Joining { admitted: true, .. } = s.procs[ix(id)] else {
+                    return None;
+                };
                 match self.admit(s, id, Some(R)) {
                     Ok(Admission::AddLearner) => {
                         n.members.insert(id, (false, None));
@@ -244,27 +262,39 @@ impl Model for JoinModel {
                 }
             }
             Action::Promote(id) => {
-                let Proc::Joining { admitted: true, .. } = s.procs[ix(id)] else { return None };
-                let (false, matched) = *s.members.get(&id)? else { return None };
+                let Proc::Joining { admitted: true, .. } = s.procs[ix(id)] else {
+                    return None;
+                };
+                let (false, matched) = *s.members.get(&id)? else {
+                    return None;
+                };
                 if !caught_up(matched, Some(s.leader_log), 0) {
                     return None;
                 }
                 n.members.insert(id, (true, matched));
             }
             Action::Joined(id) => {
-                let Proc::Joining { admitted: true, .. } = s.procs[ix(id)] else { return None };
-                let (true, _) = *s.members.get(&id)? else { return None };
+                let Proc::Joining { admitted: true, .. } = s.procs[ix(id)] else {
+                    return None;
+                };
+                let (true, _) = *s.members.get(&id)? else {
+                    return None;
+                };
                 n.disks[ix(id)].record = Some(JoinRecord {
                     ring_id: R,
                     node_id: id,
-                    stage: Stage::Member { origin: Origin::Join },
+                    stage: Stage::Member {
+                        origin: Origin::Join,
+                    },
                 });
                 n.procs[ix(id)] = Proc::Serving;
             }
             Action::Replicate(id) => {
                 let (voter, matched) = *s.members.get(&id)?;
                 let d = &mut n.disks[ix(id)];
-                if !self.serves_ring(s, id) || (matched == Some(s.leader_log) && d.log == s.leader_log) {
+                if !self.serves_ring(s, id)
+                    || (matched == Some(s.leader_log) && d.log == s.leader_log)
+                {
                     return None;
                 }
                 if matched.is_some_and(|m| d.log < m) {
@@ -279,7 +309,9 @@ impl Model for JoinModel {
                 n.members.insert(1, (true, Some(n.leader_log)));
             }
             Action::Crash(id) if s.procs[ix(id)] != Proc::Down => n.procs[ix(id)] = Proc::Down,
-            Action::Wipe(id) if s.procs[ix(id)] == Proc::Down && s.disks[ix(id)] != Disk::default() => {
+            Action::Wipe(id)
+                if s.procs[ix(id)] == Proc::Down && s.disks[ix(id)] != Disk::default() =>
+            {
                 n.disks[ix(id)] = Disk::default();
             }
             Action::Remove(id) => {

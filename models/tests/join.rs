@@ -1,7 +1,9 @@
 //! The join protocol, model-checked: the real `rozone_raft::join::decide` keeps one ring and
 //! never lets the leader find a reverted log; each defect of cd62657 is found again.
 
-use rozone_models::join::{check, Flaw, JoinModel, NO_EMPTY_VOTER, NO_REVERSION, ONE_RING, THREE_VOTERS};
+use rozone_models::join::{
+    check, Flaw, JoinModel, NO_EMPTY_VOTER, NO_REVERSION, ONE_RING, THREE_VOTERS,
+};
 
 /// Deep enough for both joiners to join (6 steps each) after a write, and for a wipe, a
 /// refusal, a removal and a rejoin.
@@ -14,7 +16,10 @@ fn real_join_decisions_keep_one_ring_and_never_revert_a_log() {
     if let Some(path) = &out.counterexample {
         panic!("counterexample with the real decisions:\n{path:?}");
     }
-    assert!(out.discovered.contains(&THREE_VOTERS), "never reached: {THREE_VOTERS}");
+    assert!(
+        out.discovered.contains(&THREE_VOTERS),
+        "never reached: {THREE_VOTERS}"
+    );
 }
 
 fn counterexample(flaw: Flaw) -> Vec<&'static str> {
@@ -34,7 +39,10 @@ fn plain_start_that_initialises_makes_a_second_ring() {
 #[test]
 fn admitting_a_wiped_member_reverts_the_leaders_view_of_its_log() {
     let found = counterexample(Flaw::AdmitAnything);
-    assert!(found.contains(&NO_REVERSION) || found.contains(&NO_EMPTY_VOTER), "{found:?}");
+    assert!(
+        found.contains(&NO_REVERSION) || found.contains(&NO_EMPTY_VOTER),
+        "{found:?}"
+    );
 }
 
 #[test]

@@ -110,7 +110,11 @@ async fn wiped_member_rebootstrapped_is_refused_until_removed_and_loses_nothing(
     assert!(!err.contains("OM serving"), "{err}");
     // No process of the ring exited, and every acknowledged write is still there.
     for id in ring.ids().into_iter().filter(|id| *id != w) {
-        assert!(ring.running(id), "OM {id} exited:\n{}", ring.daemon(id).stderr());
+        assert!(
+            ring.running(id),
+            "OM {id} exited:\n{}",
+            ring.daemon(id).stderr()
+        );
     }
     let l = ring.wait_leader(&ring.ids()).await;
     for name in &acked {
@@ -134,6 +138,10 @@ async fn wiped_member_rebootstrapped_is_refused_until_removed_and_loses_nothing(
     ring.wait_voters(3).await;
     wait_reads(&ring, w, &acked).await;
     for id in ring.ids() {
-        assert!(ring.running(id), "OM {id} exited:\n{}", ring.daemon(id).stderr());
+        assert!(
+            ring.running(id),
+            "OM {id} exited:\n{}",
+            ring.daemon(id).stderr()
+        );
     }
 }

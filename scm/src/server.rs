@@ -147,12 +147,12 @@ impl ScmServer {
             stop,
         };
         let policy = hooks.policy();
-        let opened = match rozone_raft::join::finish(prepared, &ring.group, &hooks, policy, INIT_WAIT)
-            .await
-        {
-            Ok(_) => ring.cluster_id(config).await,
-            Err(e) => Err(e),
-        };
+        let opened =
+            match rozone_raft::join::finish(prepared, &ring.group, &hooks, policy, INIT_WAIT).await
+            {
+                Ok(_) => ring.cluster_id(config).await,
+                Err(e) => Err(e),
+            };
         if let Err(e) = opened {
             ring.stop().await;
             return Err(e);

@@ -91,8 +91,14 @@ async fn wait_members(client: u16, what: &str, pred: impl Fn(&[pb::RingMember]) 
 }
 
 fn exited_stderr(mut d: Daemon) -> String {
-    let status = d.wait_exit(WAIT).unwrap_or_else(|e| panic!("expected an exit: {e}"));
-    assert!(!status.success(), "a refusal exits non-zero:\n{}", d.stderr());
+    let status = d
+        .wait_exit(WAIT)
+        .unwrap_or_else(|e| panic!("expected an exit: {e}"));
+    assert!(
+        !status.success(),
+        "a refusal exits non-zero:\n{}",
+        d.stderr()
+    );
     d.stderr()
 }
 
@@ -109,10 +115,7 @@ async fn killed_join_after_checkpoint_is_resumed_by_bootstrap_not_by_a_plain_sta
         (&n1, format!("127.0.0.1:{}", n1.peer)),
         (&n2, proxy.addr().to_string()),
     ];
-    let (c1, c2) = (
-        config(dir.path(), &n1, &all),
-        config(dir.path(), &n2, &all),
-    );
+    let (c1, c2) = (config(dir.path(), &n1, &all), config(dir.path(), &n2, &all));
     let s1 = spawn(&c1, &["--init"]);
     s1.wait_for_stderr("cluster created", WAIT)
         .expect("scm1 created the cluster");

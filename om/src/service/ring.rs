@@ -129,9 +129,8 @@ impl OmRing for RingService {
             }
             _ => tracing::warn!(member = r.id, "adding OM with --force although this leader's config does not list it as asked"),
         }
-        let joiner =
-            Joiner::from_wire(r.id, &r.peer_addr, &r.ring_id, r.last_log_index)
-                .map_err(Status::invalid_argument)?;
+        let joiner = Joiner::from_wire(r.id, &r.peer_addr, &r.ring_id, r.last_log_index)
+            .map_err(Status::invalid_argument)?;
         // Learner first, promoted once caught up; a wiped member is refused (see
         // `rozone_raft::join`).
         let done = g

@@ -22,7 +22,10 @@ pub enum Plan {
     Found,
     /// A founding record: `--init` finishes the initialisation; any other start runs only
     /// if openraft shows the ring initialised (a plain start never initialises).
-    Founding { ring_id: RingId, may_initialize: bool },
+    Founding {
+        ring_id: RingId,
+        may_initialize: bool,
+    },
     /// A member: start Raft and serve.
     Member { ring_id: RingId },
     /// Join a ring this dir has never been part of.

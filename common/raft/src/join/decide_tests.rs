@@ -106,7 +106,13 @@ fn a_new_node_is_added_as_learner_and_a_wiped_member_is_refused() {
     // Wiped, then refused once (it recorded the ring id): still empty.
     assert!(admit("OM", R, &joiner(Some(R), None), Some(&present(true, None))).is_err());
     // A learner whose log is behind what it acknowledged.
-    assert!(admit("OM", R, &joiner(Some(R), Some(3)), Some(&present(false, Some(5)))).is_err());
+    assert!(admit(
+        "OM",
+        R,
+        &joiner(Some(R), Some(3)),
+        Some(&present(false, Some(5)))
+    )
+    .is_err());
     // A different ring.
     assert!(matches!(
         admit("OM", R, &joiner(Some(RingId(8)), Some(9)), None),
@@ -123,16 +129,31 @@ fn a_new_node_is_added_as_learner_and_a_wiped_member_is_refused() {
 #[test]
 fn a_repeated_or_resumed_join_is_idempotent() {
     assert_eq!(
-        admit("SCM", R, &joiner(Some(R), Some(9)), Some(&present(true, Some(9)))),
+        admit(
+            "SCM",
+            R,
+            &joiner(Some(R), Some(9)),
+            Some(&present(true, Some(9)))
+        ),
         Ok(Admission::AlreadyVoter)
     );
     assert_eq!(
-        admit("SCM", R, &joiner(Some(R), Some(4)), Some(&present(false, Some(4)))),
+        admit(
+            "SCM",
+            R,
+            &joiner(Some(R), Some(4)),
+            Some(&present(false, Some(4)))
+        ),
         Ok(Admission::ResumeLearner)
     );
     // A learner killed before it received anything: nothing to revert.
     assert_eq!(
-        admit("SCM", R, &joiner(Some(R), None), Some(&present(false, None))),
+        admit(
+            "SCM",
+            R,
+            &joiner(Some(R), None),
+            Some(&present(false, None))
+        ),
         Ok(Admission::ResumeLearner)
     );
 }

@@ -36,8 +36,11 @@ pub trait JoinHooks: Send + Sync {
     /// daemon-specific check (the OM's peer-config check).
     fn find_leader(&self) -> BoxFuture<'_, anyhow::Result<(String, RingId)>>;
     /// Sends `AddMember` for this node to `leader`.
-    fn add_member<'a>(&'a self, leader: &'a str, ask: &'a JoinAsk)
-        -> BoxFuture<'a, Result<(), Status>>;
+    fn add_member<'a>(
+        &'a self,
+        leader: &'a str,
+        ask: &'a JoinAsk,
+    ) -> BoxFuture<'a, Result<(), Status>>;
 }
 
 /// How often and how patiently a joining node asks.
@@ -81,8 +84,14 @@ pub async fn prepare(
     hooks: &dyn JoinHooks,
 ) -> anyhow::Result<Prepared> {
     let record = JoinRecord::load(group_dir)?;
-    let plan = plan(mode, node_id, record.as_ref(), has_raft_data(group_dir), service)
-        .map_err(anyhow::Error::msg)?;
+    let plan = plan(
+        mode,
+        node_id,
+        record.as_ref(),
+        has_raft_data(group_dir),
+        service,
+    )
+    .map_err(anyhow::Error::msg)?;
     let mut p = Prepared {
         plan: plan.clone(),
         ring_id: record.as_ref().map(|r| r.ring_id),

@@ -134,15 +134,15 @@ impl JoinRecord {
 
     /// Decodes a record; every way it can be wrong is named.
     pub fn decode(text: &str) -> Result<Self, String> {
-        let at = text
-            .rfind("crc32=")
-            .ok_or("no crc32 line (torn write?)")?;
+        let at = text.rfind("crc32=").ok_or("no crc32 line (torn write?)")?;
         let (body, crc_line) = text.split_at(at);
         let want = u32::from_str_radix(crc_line.trim_end().trim_start_matches("crc32="), 16)
             .map_err(|_| format!("bad crc32 line {:?}", crc_line.trim_end()))?;
         let got = crc32fast::hash(body.as_bytes());
         if want != got {
-            return Err(format!("crc32 mismatch: recorded {want:08x}, computed {got:08x}"));
+            return Err(format!(
+                "crc32 mismatch: recorded {want:08x}, computed {got:08x}"
+            ));
         }
         let mut lines = body.lines();
         match lines.next() {
@@ -152,7 +152,8 @@ impl JoinRecord {
             }
             other => return Err(format!("not a join-state record (first line {other:?})")),
         }
-        let (mut ring, mut node, mut stage, mut origin, mut leader) = (None, None, None, None, None);
+        let (mut ring, mut node, mut stage, mut origin, mut leader) =
+            (None, None, None, None, None);
         for l in lines {
             let (k, v) = l.split_once('=').ok_or_else(|| format!("bad line {l:?}"))?;
             let slot = match k {
@@ -300,7 +301,9 @@ mod tests {
             .contains("unknown version"));
         let body = format!("{HEADER}\nring_id=00000000000000000000000000000001\nnew=1\n");
         let text = format!("{body}crc32={:08x}\n", crc32fast::hash(body.as_bytes()));
-        assert!(JoinRecord::decode(&text).unwrap_err().contains("unknown key"));
+        assert!(JoinRecord::decode(&text)
+            .unwrap_err()
+            .contains("unknown key"));
     }
 
     #[test]

@@ -58,7 +58,10 @@ mod tests {
         s.set(RingId(1), true);
         assert_eq!(s.check(""), Ok(()));
         assert_eq!(s.check(&RingId(1).to_string()), Ok(()));
-        assert!(s.check(&RingId(2).to_string()).unwrap_err().contains("ring mismatch"));
+        assert!(s
+            .check(&RingId(2).to_string())
+            .unwrap_err()
+            .contains("ring mismatch"));
         s.set(RingId(1), false);
         assert_eq!(s.wire(), "");
         assert_eq!(s.check(&RingId(2).to_string()), Ok(()));
