@@ -251,6 +251,18 @@ impl ScmClient {
         Ok(r.leader_id)
     }
 
+    /// Removes member `node_id` from the SCM ring (leader only; not the leader itself).
+    pub async fn remove_member(&self, node_id: u64) -> Result<()> {
+        self.ring
+            .call("scm remove", |ch| async move {
+                rozone_proto::scm::scm_ring_client::ScmRingClient::new(ch)
+                    .remove_member(pb::RemoveMemberRequest { id: node_id })
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Containers, optionally only in `state`, at most `limit` (0 = all).
     pub async fn list_containers(
         &self,

@@ -75,6 +75,12 @@ impl ScmRing for Svc {
     ) -> Result<Response<AddMemberReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
+    async fn remove_member(
+        &self,
+        _: Request<rozone_proto::scm::RemoveMemberRequest>,
+    ) -> Result<Response<rozone_proto::scm::RemoveMemberReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
 }
 
 /// A fake member served by its own runtime on its own thread, so killing it (dropping that

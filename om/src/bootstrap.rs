@@ -7,22 +7,28 @@
 //!    has no address in the new OM's config, any OM that does not list the new one, and any
 //!    ring member that cannot be asked, refuses the bootstrap with one message naming every
 //!    such member and the config key to fix. `--force` skips this check.
-//! 2. Raft starts empty and the leader is asked to add this OM: learner first (it catches
-//!    up by log or by the leader's checkpoint over the peer port), voter after.
+//! 2. The shared join procedure ([`rozone_raft::join`]) records "joining", starts Raft with
+//!    the peer port closed, asks the leader whether it admits this OM (a wiped member is
+//!    refused), opens the peer port and asks the leader to add it: learner first (it
+//!    catches up by log or by the leader's checkpoint over the peer port), voter after.
 //!
 //! Whatever the config says, applying a membership change never depends on it: addresses
 //! travel in the membership (see `tasks::watch_membership` for the warning).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use rozone_config::Peer;
 use rozone_proto::om as pb;
 use rozone_proto::om::om_ring_client::OmRingClient;
+use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::NodeInfo;
 use tonic::transport::{Channel, Endpoint};
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::config::Config;
 
@@ -183,19 +189,26 @@ pub fn check(config: &Config, me: &NodeInfo, answers: &[PeerAnswer]) -> Result<(
     }
 }
 
-/// The leader's client address, as any answering OM reports it.
-pub fn leader_of(answers: &[PeerAnswer]) -> Option<String> {
-    answers.iter().find_map(|a| {
-        a.answer
-            .as_ref()
-            .ok()
-            .map(|(r, _)| r.leader_client_addr.clone())
-            .filter(|l| !l.is_empty())
-    })
+/// The leader's client address and the ring id, as the answering OMs report them (the
+/// ring id from the leader's own answer when it is among them).
+pub fn leader_of(answers: &[PeerAnswer]) -> Option<(String, String)> {
+    let ok = || answers.iter().filter_map(|a| a.answer.as_ref().ok());
+    let (leader_id, leader) = ok().find_map(|(r, _)| {
+        Some((r.leader_id?, r.leader_client_addr.clone())).filter(|(_, l)| !l.is_empty())
+    })?;
+    let ring = ok()
+        .find(|(r, _)| r.node_id == leader_id)
+        .or_else(|| ok().find(|(r, _)| !r.ring_id.is_empty()))
+        .map(|(r, _)| r.ring_id.clone())
+        .unwrap_or_default();
+    Some((leader, ring))
 }
 
-/// Step 1: the check (unless `--force`), then the leader to ask.
-pub async fn check_and_find_leader(config: &Config, me: &NodeInfo) -> anyhow::Result<String> {
+/// Step 1: the check (unless `--force`), then the leader to ask and its ring id.
+pub async fn check_and_find_leader(
+    config: &Config,
+    me: &NodeInfo,
+) -> anyhow::Result<(String, RingId)> {
     let om = &config.om;
     for attempt in 1..=om.bootstrap_attempts {
         let answers = ask_peers(config, me).await;
@@ -204,10 +217,14 @@ pub async fn check_and_find_leader(config: &Config, me: &NodeInfo) -> anyhow::Re
         } else {
             check(config, me, &answers).map_err(anyhow::Error::msg)?;
         }
-        if let Some(l) = leader_of(&answers) {
-            return Ok(l);
+        if let Some((l, ring)) = leader_of(&answers) {
+            if let Some(ring) = RingId::parse_opt(&ring).map_err(anyhow::Error::msg)? {
+                return Ok((l, ring));
+            }
+            warn!(attempt, leader = %l, "the OM leader reports no ring id yet; asking again");
+        } else {
+            warn!(attempt, "no OM knows a leader yet; asking again");
         }
-        warn!(attempt, "no OM knows a leader yet; asking again");
         tokio::time::sleep(om.bootstrap_retry_pause).await;
     }
     bail!(
@@ -216,47 +233,51 @@ pub async fn check_and_find_leader(config: &Config, me: &NodeInfo) -> anyhow::Re
     )
 }
 
-/// Step 2: ask the leader to add this (running) OM.
-pub async fn ask_to_be_added(
-    config: &Config,
-    mut leader: String,
-    me: &NodeInfo,
-) -> anyhow::Result<()> {
-    let om = &config.om;
-    let mut last = String::new();
-    for attempt in 1..=om.bootstrap_attempts {
-        let r = match client(&leader).await {
-            Ok(mut c) => {
-                c.add_member(pb::AddMemberRequest {
-                    id: config.node.id,
-                    peer_addr: me.peer_addr.clone(),
-                    client_addr: me.client_addr.clone(),
-                    force: config.startup.force,
-                })
-                .await
-            }
-            Err(e) => Err(tonic::Status::unavailable(format!("{e:#}"))),
-        };
-        match r {
-            Ok(_) => {
-                info!(leader = %leader, "joined the OM ring");
-                return Ok(());
-            }
-            Err(s) if rozone_rpc::is_retryable(&s) => {
-                last = s.message().to_string();
-                if let Some(h) = rozone_rpc::leader_hint(&s) {
-                    leader = h;
-                }
-                warn!(attempt, leader = %leader, error = %last, "leader could not add this OM yet");
-                tokio::time::sleep(om.bootstrap_retry_pause).await;
-            }
-            Err(s) => bail!(
-                "the OM leader at {leader} refused to add this OM: {}",
-                s.message()
-            ),
+/// The OM's part of the shared join procedure ([`rozone_raft::join`]): the peer-config
+/// check and leader search, and its `AddMember` call.
+pub struct OmJoin {
+    pub config: Arc<Config>,
+    pub me: NodeInfo,
+}
+
+impl OmJoin {
+    pub fn policy(&self) -> JoinPolicy {
+        JoinPolicy {
+            attempts: self.config.om.bootstrap_attempts,
+            pause: self.config.om.bootstrap_retry_pause,
         }
     }
-    bail!("the OM leader at {leader} did not add this OM: {last}")
+}
+
+impl JoinHooks for OmJoin {
+    fn find_leader(&self) -> BoxFuture<'_, anyhow::Result<(String, RingId)>> {
+        // Before anything changes, here or in the ring (HDDS-16838).
+        check_and_find_leader(&self.config, &self.me).boxed()
+    }
+
+    fn add_member<'a>(
+        &'a self,
+        leader: &'a str,
+        ask: &'a JoinAsk,
+    ) -> BoxFuture<'a, Result<(), tonic::Status>> {
+        async move {
+            let mut c = client(leader)
+                .await
+                .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
+            c.add_member(pb::AddMemberRequest {
+                id: self.config.node.id,
+                peer_addr: self.me.peer_addr.clone(),
+                client_addr: self.me.client_addr.clone(),
+                force: self.config.startup.force,
+                ring_id: ask.ring_id.map(|r| r.to_string()).unwrap_or_default(),
+                last_log_index: ask.last_log_index,
+                check_only: ask.check_only,
+            })
+            .await
+            .map(|_| ())
+        }
+        .boxed()
+    }
 }
 
 #[cfg(test)]
@@ -306,6 +327,7 @@ mod tests {
                     leader_client_addr: peer(1).client_addr,
                     leader_ready: true,
                     role: pb::OmRole::Follower as i32,
+                    ring_id: format!("r{from}"),
                 },
                 pb::KnowsNodeReply {
                     known: knows,
@@ -325,7 +347,7 @@ mod tests {
         let c = config(4, &[1, 2, 3, 4]);
         let a = [1, 2, 3].map(|f| answer(f, &[1, 2, 3], &[1, 2, 3, 4], true));
         assert_eq!(check(&c, &me(), &a), Ok(()));
-        assert_eq!(leader_of(&a), Some(peer(1).client_addr));
+        assert_eq!(leader_of(&a), Some((peer(1).client_addr, "r1".to_string())));
     }
 
     #[test]

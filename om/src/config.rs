@@ -78,6 +78,18 @@ pub struct Startup {
     pub force: bool,
 }
 
+impl Startup {
+    /// The start the shared join procedure decides for.
+    pub fn mode(&self) -> rozone_raft::join::StartMode {
+        use rozone_raft::join::StartMode;
+        match (self.init, self.bootstrap) {
+            (true, _) => StartMode::Init,
+            (false, true) => StartMode::Bootstrap,
+            (false, false) => StartMode::Plain,
+        }
+    }
+}
+
 config_struct! {
     /// Configuration of one `rozone-om` process.
     pub struct Config {

@@ -3,12 +3,11 @@
 //! `OmService`, `OmAdmin` and `OmRing` on the client port, Raft and checkpoint downloads on
 //! the peer port, and runs the background tasks. [`OmServer::stop`] closes it all.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use rozone_proto::om::om_admin_server::OmAdminServer;
 use rozone_proto::om::om_ring_server::OmRingServer;
 use rozone_proto::om::om_service_server::OmServiceServer;
@@ -65,24 +64,18 @@ impl OmServer {
                 .unwrap_or_else(|| rozone_raft::server::advertised(None, client_addr)),
         );
         let group_dir = config.node.data_dir.join("raft");
-        // The log database appears when Raft first starts: before that this node holds no ring.
-        let fresh = !group_dir.join("log").exists();
-        let joining_via = if config.startup.bootstrap && fresh {
-            // Before anything changes, here or in the ring (HDDS-16838).
-            Some(crate::bootstrap::check_and_find_leader(&config, &info).await?)
-        } else {
-            None
+        let hooks = crate::bootstrap::OmJoin {
+            config: config.clone(),
+            me: info.clone(),
         };
-        if !fresh || joining_via.is_some() || config.startup.init {
-            // fine: a ring on disk, a join, or a new ring
-        } else {
-            bail!(
-                "no OM ring in {}: start the first OM with --init, or join a ring with --bootstrap",
-                config.node.data_dir.display()
-            );
-        }
-        let gc =
-            GroupConfig::new(GROUP, node_id, info.clone(), group_dir).with_section(&config.raft);
+        // Decided from the join-state record before Raft creates anything.
+        let prepared =
+            rozone_raft::join::prepare("OM", &group_dir, node_id, config.startup.mode(), &hooks)
+                .await?;
+        // The peer port answers the ring only once the join state allows it (finish below).
+        let gc = GroupConfig::new(GROUP, node_id, info.clone(), group_dir)
+            .with_section(&config.raft)
+            .peers_closed();
         let registry = GroupRegistry::default();
         let group = RaftGroup::start(
             gc,
@@ -135,10 +128,8 @@ impl OmServer {
             tasks,
             stop,
         };
-        let opened = match joining_via {
-            Some(leader) => crate::bootstrap::ask_to_be_added(&config, leader, &info).await,
-            None => server.open(&config, info).await,
-        };
+        let policy = hooks.policy();
+        let opened = rozone_raft::join::finish(prepared, &group, &hooks, policy, INIT_WAIT).await;
         if let Err(e) = opened {
             server.stop().await;
             return Err(e);
@@ -156,25 +147,6 @@ impl OmServer {
             )));
         info!(node_id, client_addr = %client_addr, peer_addr = %peer_addr, http_addr = %http_addr, "OM serving");
         Ok(server)
-    }
-
-    async fn open(&self, config: &Config, info: NodeInfo) -> anyhow::Result<()> {
-        let g = &self.node.group;
-        if g.is_initialized().await? {
-            if config.startup.init || config.startup.bootstrap {
-                info!("OM ring found on disk: restarting this OM as it is");
-            }
-            return Ok(());
-        }
-        // Only --init reaches here with no ring (start() refused the rest).
-        g.initialize(BTreeMap::from([(config.node.id, info)]))
-            .await
-            .context("initialise the OM ring")?;
-        g.wait_for(INIT_WAIT, "lead the new OM ring", rozone_raft::leader_ready)
-            .await
-            .context("lead the new OM ring")?;
-        info!(node_id = config.node.id, "new OM ring created");
-        Ok(())
     }
 
     /// Stops Raft, the servers and the tasks; the databases are closed when this returns.

@@ -1,17 +1,23 @@
-//! `--bootstrap`: how a new SCM joins a running ring (Ozone's HDDS-16899 done right).
+//! `--bootstrap`: how a new SCM joins a running ring (Ozone's HDDS-16899 done right), as
+//! hooks of the shared join procedure ([`rozone_raft::join`]).
 //!
-//! 1. Find the leader through the SCMs listed in `[[peers]]`.
+//! 1. Find the leader (and its ring id) through the SCMs listed in `[[peers]]`; the shared
+//!    procedure records "joining ring R".
 //! 2. Ask it for a fresh checkpoint, download it, verify it and install it as this node's
 //!    state, retrying a failed download after `scm.bootstrap_retry_pause` up to
 //!    `scm.bootstrap_attempts` times. Never join without it: no log replay over an empty DB.
-//! 3. Only then start Raft and ask the leader to add this SCM (learner until caught up, then
-//!    voter). A node that fails before this step is not in the ring's membership.
+//! 3. Only then start Raft (peer port closed) and ask the leader to add this SCM (learner
+//!    until caught up, then voter). A join that fails after the checkpoint was installed is
+//!    resumed by the next `--bootstrap`, which asks to be added again.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use futures::future::BoxFuture;
+use futures::FutureExt;
 use rozone_proto::scm::scm_ring_client::ScmRingClient;
 use rozone_proto::scm::{AddMemberRequest, PrepareCheckpointRequest, RingInfoRequest};
+use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::{DownloadPolicy, NodeInfo, PeerChannels, StateMachineLogic};
 use tonic::transport::{Channel, Endpoint};
 use tracing::{info, warn};
@@ -32,8 +38,8 @@ async fn client(addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
     Ok(ScmRingClient::new(ch))
 }
 
-/// The client address of the ring's leader, as seen by any listed peer.
-async fn find_leader(config: &Config) -> anyhow::Result<String> {
+/// The client address of the ring's leader and the ring id, as seen by any listed peer.
+async fn find_leader(config: &Config) -> anyhow::Result<(String, RingId)> {
     let mut errors = Vec::new();
     for p in config.peers.iter().filter(|p| p.id != config.node.id) {
         match async {
@@ -45,7 +51,20 @@ async fn find_leader(config: &Config) -> anyhow::Result<String> {
         }
         .await
         {
-            Ok(r) if !r.leader_client_addr.is_empty() => return Ok(r.leader_client_addr),
+            Ok(r) if !r.leader_client_addr.is_empty() => {
+                let leader = r.leader_client_addr;
+                // The ring id as the leader itself records it.
+                let ring = client(&leader)
+                    .await?
+                    .ring_info(RingInfoRequest {})
+                    .await?
+                    .into_inner()
+                    .ring_id;
+                match RingId::parse_opt(&ring).map_err(anyhow::Error::msg)? {
+                    Some(ring) => return Ok((leader, ring)),
+                    None => errors.push(format!("{leader}: leader reports no ring id")),
+                }
+            }
             Ok(_) => errors.push(format!("{}: knows no leader", p.client_addr)),
             Err(e) => errors.push(format!("{}: {e:#}", p.client_addr)),
         }
@@ -56,11 +75,9 @@ async fn find_leader(config: &Config) -> anyhow::Result<String> {
     bail!("no SCM leader found: {}", errors.join("; "))
 }
 
-/// Step 1 and 2: take the leader's checkpoint as this node's state. Returns the leader's
-/// client address.
-pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
+/// Step 2: take the leader's checkpoint as this node's state (Raft not started yet).
+pub async fn take_leader_checkpoint(config: &Config, mut leader: String) -> anyhow::Result<()> {
     let scm = &config.scm;
-    let mut leader = find_leader(config).await?;
     let mut last = String::new();
     for attempt in 1..=scm.bootstrap_attempts {
         let prep = match client(&leader).await {
@@ -86,7 +103,7 @@ pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
                 .await
                 .with_context(|| format!("bootstrap from the SCM leader at {leader}"))?;
                 info!(leader = %leader, snapshot = %r.snapshot_id, "took the leader's checkpoint");
-                return Ok(leader);
+                return Ok(());
             }
             Err(s) => {
                 last = s.message().to_string();
@@ -104,44 +121,46 @@ pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
     )
 }
 
-/// Step 3: ask the leader to add this (running) SCM to the ring.
-pub async fn ask_to_be_added(
-    config: &Config,
-    mut leader: String,
-    me: &NodeInfo,
-) -> anyhow::Result<()> {
-    let scm = &config.scm;
-    let mut last = String::new();
-    for attempt in 1..=scm.bootstrap_attempts {
-        let r = match client(&leader).await {
-            Ok(mut c) => {
-                c.add_member(AddMemberRequest {
-                    id: config.node.id,
-                    peer_addr: me.peer_addr.clone(),
-                    client_addr: me.client_addr.clone(),
-                })
-                .await
-            }
-            Err(e) => Err(tonic::Status::unavailable(format!("{e:#}"))),
-        };
-        match r {
-            Ok(_) => {
-                info!(leader = %leader, "joined the SCM ring");
-                return Ok(());
-            }
-            Err(s) if s.code() == tonic::Code::Unavailable => {
-                last = s.message().to_string();
-                if let Some(h) = rozone_rpc::leader_hint(&s) {
-                    leader = h;
-                }
-                warn!(attempt, leader = %leader, error = %last, "leader could not add this SCM yet");
-                tokio::time::sleep(scm.bootstrap_retry_pause).await;
-            }
-            Err(s) => bail!(
-                "the SCM leader at {leader} refused to add this SCM: {}",
-                s.message()
-            ),
+/// The SCM's part of the shared join procedure.
+pub struct ScmJoin {
+    pub config: Config,
+    pub me: NodeInfo,
+}
+
+impl ScmJoin {
+    pub fn policy(&self) -> JoinPolicy {
+        JoinPolicy {
+            attempts: self.config.scm.bootstrap_attempts,
+            pause: self.config.scm.bootstrap_retry_pause,
         }
     }
-    bail!("the SCM leader at {leader} did not add this SCM: {last}")
+}
+
+impl JoinHooks for ScmJoin {
+    fn find_leader(&self) -> BoxFuture<'_, anyhow::Result<(String, RingId)>> {
+        find_leader(&self.config).boxed()
+    }
+
+    fn add_member<'a>(
+        &'a self,
+        leader: &'a str,
+        ask: &'a JoinAsk,
+    ) -> BoxFuture<'a, Result<(), tonic::Status>> {
+        async move {
+            let mut c = client(leader)
+                .await
+                .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
+            c.add_member(AddMemberRequest {
+                id: self.config.node.id,
+                peer_addr: self.me.peer_addr.clone(),
+                client_addr: self.me.client_addr.clone(),
+                ring_id: ask.ring_id.map(|r| r.to_string()).unwrap_or_default(),
+                last_log_index: ask.last_log_index,
+                check_only: ask.check_only,
+            })
+            .await
+            .map(|_| ())
+        }
+        .boxed()
+    }
 }

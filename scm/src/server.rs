@@ -5,10 +5,9 @@
 //! (tests restart SCMs in-process).
 //!
 //! `--init` creates a one-member ring and stamps a cluster id; a plain start reopens an
-//! existing ring from disk; a start with no ring on disk and no `--init` is refused, so an
-//! SCM never silently starts an empty cluster of its own.
+//! existing ring from disk; what a start may do is decided by the shared join states
+//! ([`rozone_raft::join`]), so an SCM never silently starts an empty cluster of its own.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,20 +75,29 @@ impl ScmServer {
             None => rozone_raft::server::advertised(None, checkpoint_addr),
         };
         let group_dir = config.node.data_dir.join("raft");
-        // The log database appears when Raft first starts: before that this node holds no ring.
-        let fresh = !group_dir.join("log").exists();
-        let joining_via = if config.startup.bootstrap && fresh {
-            Some(crate::join::take_leader_checkpoint(config).await?)
-        } else {
-            None
+        let hooks = crate::join::ScmJoin {
+            config: config.clone(),
+            me: info.clone(),
         };
-        let gc = GroupConfig::new(
-            GROUP,
+        // Decided from the join-state record before Raft creates anything.
+        let prepared = rozone_raft::join::prepare(
+            "SCM",
+            &group_dir,
             config.node.id,
-            info.clone(),
-            config.node.data_dir.join("raft"),
+            config.startup.mode(),
+            &hooks,
         )
-        .with_section(&config.raft);
+        .await?;
+        if let (true, Some(leader)) = (prepared.joins(), &prepared.leader) {
+            // A join resumed after Raft started already holds the checkpoint.
+            if !rozone_raft::join::flow::has_raft_data(&group_dir) {
+                crate::join::take_leader_checkpoint(config, leader.clone()).await?;
+            }
+        }
+        // The peer port answers the ring only once the join state allows it.
+        let gc = GroupConfig::new(GROUP, config.node.id, info.clone(), group_dir)
+            .with_section(&config.raft)
+            .peers_closed();
 
         let registry = GroupRegistry::default();
         let group = RaftGroup::start(gc, ScmLogic, &registry, Arc::new(PeerChannels::default()))
@@ -138,10 +146,13 @@ impl ScmServer {
             servers,
             stop,
         };
-        let opened = match joining_via {
-            Some(leader) => crate::join::ask_to_be_added(config, leader, &info).await,
-            None => ring.open(config, info).await,
-        };
+        let policy = hooks.policy();
+        let opened =
+            match rozone_raft::join::finish(prepared, &ring.group, &hooks, policy, INIT_WAIT).await
+            {
+                Ok(_) => ring.cluster_id(config).await,
+                Err(e) => Err(e),
+            };
         if let Err(e) = opened {
             ring.stop().await;
             return Err(e);
@@ -149,33 +160,14 @@ impl ScmServer {
         Ok(ring)
     }
 
-    async fn open(&self, config: &Config, info: NodeInfo) -> anyhow::Result<()> {
-        let initialized = self.group.is_initialized().await?;
-        if config.startup.bootstrap {
-            info!("--bootstrap on an SCM that already joined: restarting it as it is");
-            return Ok(());
-        }
-        if !initialized {
-            if !config.startup.init {
-                bail!(
-                    "no SCM ring in {}: start the first SCM with --init, or join a ring with --bootstrap",
-                    config.node.data_dir.display()
-                );
-            }
-            self.group
-                .initialize(BTreeMap::from([(config.node.id, info)]))
-                .await
-                .context("initialise the SCM ring")?;
-        } else if config.startup.init {
-            info!("--init on an initialised SCM: restarting it as it is");
-        }
-        // Only a ring this start created (or one whose first start stopped before it stamped
-        // its id) waits to lead it: a restarted member of a running ring comes back as a
-        // follower and must not wait to win.
+    /// Logs the cluster id; `--init` stamps one if its ring has none yet (a ring this start
+    /// created, or one whose first start stopped before it stamped its id). A restarted
+    /// member of a running ring comes back as a follower and does not wait to lead.
+    async fn cluster_id(&self, config: &Config) -> anyhow::Result<()> {
         match read::cluster_id(&self.group.db())? {
-            Some(id) if initialized => info!(cluster_id = %id, "cluster id"),
-            _ if config.startup.init => self.stamp_cluster_id().await?,
-            _ => {}
+            Some(id) => info!(cluster_id = %id, "cluster id"),
+            None if config.startup.init => self.stamp_cluster_id().await?,
+            None => {}
         }
         Ok(())
     }

@@ -22,6 +22,9 @@ pub enum RaftGroupError {
     Config(String),
     #[error("storage: {0}")]
     Io(#[from] std::io::Error),
+    /// The leader refuses a joining node until the node (or the ring) changes.
+    #[error("{0}")]
+    JoinRefused(crate::join::Refusal),
     #[error("{0}")]
     Other(String),
 }

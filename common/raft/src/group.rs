@@ -59,6 +59,9 @@ pub struct GroupConfig {
     pub download: DownloadPolicy,
     /// Where followers download this node's snapshots; defaults to `node_info.peer_addr`.
     pub snapshot_source_addr: Option<String>,
+    /// Answer the ring's Raft RPCs from the start (default). Off for a ring member whose
+    /// join state is checked first: it answers only after [`RaftGroup::serve_peers`].
+    pub serve_peers_at_start: bool,
 }
 
 impl GroupConfig {
@@ -77,7 +80,14 @@ impl GroupConfig {
             install_snapshot_timeout: Duration::from_secs(60),
             download: DownloadPolicy::default(),
             snapshot_source_addr: None,
+            serve_peers_at_start: true,
         }
+    }
+
+    /// Starts with the peer port closed to this group (see [`RaftGroup::serve_peers`]).
+    pub fn peers_closed(mut self) -> Self {
+        self.serve_peers_at_start = false;
+        self
     }
 
     /// Takes the ring's `[raft]` timing and log settings.
@@ -140,6 +150,9 @@ pub struct RaftGroup<L: StateMachineLogic> {
     started: Instant,
     /// The term (+1; 0 = none) in which this leader asked another member to take over.
     transfer_term: AtomicU64,
+    /// The ring id of this group's join record, once known (see [`crate::join`]); shared
+    /// with the network, which tags every peer RPC with it.
+    ring: Arc<crate::join::RingSlot>,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -180,7 +193,9 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         let sm = RocksStateMachine::open(&cfg.dir.join("sm"), &cfg.dir.join("snapshots"), logic)?;
         let (state, snapshots) = (sm.state(), sm.snapshots());
         let net_stats = Arc::new(NetStats::default());
+        let ring = Arc::new(crate::join::RingSlot::default());
         let net = NetworkFactory {
+            ring: ring.clone(),
             group_id: cfg.group_id.clone(),
             from: cfg.node_id,
             channels: channels.clone(),
@@ -206,9 +221,33 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             net_stats,
             started: Instant::now(),
             transfer_term: AtomicU64::new(0),
+            ring,
         });
-        registry.insert(&g.cfg.group_id, g.clone());
+        if g.cfg.serve_peers_at_start {
+            g.serve_peers();
+        }
         Ok(g)
+    }
+
+    /// Opens the peer port to this group: from now on it answers the ring's Raft RPCs.
+    pub fn serve_peers(self: &Arc<Self>) {
+        self.registry.insert(&self.cfg.group_id, self.clone());
+    }
+
+    /// The ring id this node recorded (none before its join state was read).
+    pub fn ring_id(&self) -> Option<crate::join::RingId> {
+        self.ring.get()
+    }
+
+    /// Records the ring id; from now on peer RPCs carry it and another ring's are refused.
+    pub fn set_ring_id(&self, id: crate::join::RingId) {
+        self.ring.set(id, true);
+    }
+
+    /// A ring id stamped on data of an older version: used for joins, never on the wire
+    /// (the other members stamped theirs independently).
+    pub fn set_legacy_ring_id(&self, id: crate::join::RingId) {
+        self.ring.set(id, false);
     }
 
     pub fn group_id(&self) -> &str {
@@ -636,6 +675,10 @@ impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {
 
     fn contact(&self) -> Arc<LeaderContact> {
         self.contact.clone()
+    }
+
+    fn ring_check(&self, tag: &str) -> Result<(), String> {
+        self.ring.check(tag)
     }
 
     fn snapshots(&self) -> Arc<SnapshotStore> {

@@ -17,6 +17,7 @@ pub mod gate;
 pub mod golden;
 pub mod group;
 pub mod hook;
+pub mod join;
 pub mod log_store;
 pub mod network;
 pub mod record;

@@ -107,6 +107,8 @@ pub struct NetworkFactory {
     /// Where followers download this node's snapshots from.
     pub(crate) snapshot_source_addr: String,
     pub(crate) stats: Arc<NetStats>,
+    /// This member's ring id, carried by every RPC.
+    pub(crate) ring: Arc<crate::join::RingSlot>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -164,6 +166,7 @@ impl PeerConn {
             target: self.target,
             from: self.factory.from,
             payload: encode(body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?,
+            ring_id: self.factory.ring.wire(),
         })
     }
 
@@ -229,16 +232,18 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             let mut client = self.client()?;
             let group_id = self.factory.group_id.clone();
             let (target, from) = (self.target, self.factory.from);
+            let ring_id = self.factory.ring.wire();
             // A request that cannot be encoded ends the stream; the leader retries.
             let reqs = input.filter_map(move |r| {
                 let payload = encode(&r).ok();
-                let group_id = group_id.clone();
+                let (group_id, ring_id) = (group_id.clone(), ring_id.clone());
                 async move {
                     payload.map(|payload| RaftRequest {
                         group_id,
                         target,
                         from,
                         payload,
+                        ring_id,
                     })
                 }
             });

@@ -24,6 +24,8 @@ use crate::wire::{Reply, SnapshotOffer};
 pub trait GroupHandle: Send + Sync {
     fn node_id(&self) -> NodeId;
     fn contact(&self) -> Arc<LeaderContact>;
+    /// Checks the ring id a peer RPC carries (see [`crate::join::RingSlot::check`]).
+    fn ring_check(&self, tag: &str) -> Result<(), String>;
     fn snapshots(&self) -> Arc<SnapshotStore>;
     /// A vote; `Err` (a withheld vote, or openraft's error) is sent back as the reply error.
     fn vote(
@@ -83,6 +85,8 @@ impl GroupRegistry {
                 g.node_id()
             )));
         }
+        g.ring_check(&req.ring_id)
+            .map_err(|e| Status::failed_precondition(format!("group {:?}: {e}", req.group_id)))?;
         Ok(g)
     }
 }

@@ -30,6 +30,10 @@ pub fn raft_status(service: &str, e: RaftGroupError) -> Status {
             rozone_rpc::not_leader(format!("not a serving {service} leader: {reason}"), None)
         }
         RaftGroupError::Timeout(_) => Status::deadline_exceeded(e.to_string()),
+        RaftGroupError::JoinRefused(r) => match r {
+            crate::join::Refusal::OtherAddress(m) => Status::already_exists(m),
+            r => Status::failed_precondition(r.to_string()),
+        },
         other => Status::internal(other.to_string()),
     }
 }

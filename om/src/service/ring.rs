@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use rozone_proto::om as pb;
 use rozone_proto::om::om_ring_server::OmRing;
-use rozone_raft::NodeInfo;
+use rozone_raft::join::Joiner;
 use tonic::{Request, Response, Status};
 
 use super::admin::role_of;
 use crate::error::OmError;
 use crate::node::OmNode;
 
-/// How long the leader waits for a checkpoint, and for a new member to catch up.
+/// How long the leader waits for a checkpoint, and for a new member's catch-up to make
+/// progress.
 const WAIT: Duration = Duration::from_secs(60);
 
 pub struct RingService {
@@ -65,6 +66,7 @@ impl OmRing for RingService {
             leader_client_addr,
             leader_ready: g.serves_as_leader(&m),
             role: role_of(m.state) as i32,
+            ring_id: g.ring_id().map(|r| r.to_string()).unwrap_or_default(),
         }))
     }
 
@@ -127,24 +129,17 @@ impl OmRing for RingService {
             }
             _ => tracing::warn!(member = r.id, "adding OM with --force although this leader's config does not list it as asked"),
         }
-        let m = g.metrics();
-        if let Some(n) = m.membership_config.membership().get_node(&r.id) {
-            if n.peer_addr != r.peer_addr {
-                return Err(Status::already_exists(format!(
-                    "OM {} is already a member at {}",
-                    r.id, n.peer_addr
-                )));
-            }
+        let joiner = Joiner::from_wire(r.id, &r.peer_addr, &r.ring_id, r.last_log_index)
+            .map_err(Status::invalid_argument)?;
+        // Learner first, promoted once caught up; a wiped member is refused (see
+        // `rozone_raft::join`).
+        let done = g
+            .admit_member("OM", &joiner, &r.client_addr, r.check_only, WAIT)
+            .await
+            .map_err(OmError::from)?;
+        if !r.check_only {
+            tracing::info!(member = r.id, ?done, "OM added to the ring");
         }
-        let info = NodeInfo::new(r.peer_addr, r.client_addr);
-        // Learner first: it catches up (by log or checkpoint) before it may vote.
-        g.add_learner(r.id, info, true)
-            .await
-            .map_err(OmError::from)?;
-        g.promote(BTreeSet::from([r.id]))
-            .await
-            .map_err(OmError::from)?;
-        tracing::info!(member = r.id, "OM added to the ring");
         Ok(Response::new(pb::AddMemberReply {}))
     }
 

@@ -46,6 +46,24 @@ impl ProcRing {
     /// Starts `n` members: 1 with `--init`, the others with `--bootstrap`; waits until
     /// every one is a voter.
     pub async fn start(n: u64) -> Self {
+        let mut ring = Self::configure(n);
+        for id in 1..=n {
+            ring.spawn(
+                id,
+                if id == 1 {
+                    &["--init"]
+                } else {
+                    &["--bootstrap"]
+                },
+            );
+            ring.wait_serving(id);
+        }
+        ring.wait_voters(n).await;
+        ring
+    }
+
+    /// Writes the configs of `n` members (each lists all `n`) and starts none.
+    pub fn configure(n: u64) -> Self {
         let root = tempfile::tempdir().expect("temp dir");
         let scm = format!("127.0.0.1:{}", free_port());
         let mut members = BTreeMap::new();
@@ -83,23 +101,11 @@ impl ProcRing {
                 },
             );
         }
-        let mut ring = Self { root, members };
-        for id in 1..=n {
-            ring.spawn(
-                id,
-                if id == 1 {
-                    &["--init"]
-                } else {
-                    &["--bootstrap"]
-                },
-            );
-            ring.wait_serving(id);
-        }
-        ring.wait_voters(n).await;
-        ring
+        Self { root, members }
     }
 
-    fn spawn(&mut self, id: u64, flags: &[&str]) {
+    /// Starts member `id` with these startup flags (does not wait for anything).
+    pub fn spawn(&mut self, id: u64, flags: &[&str]) {
         let m = self.members.get_mut(&id).expect("member");
         let mut cmd = testkit::command(BIN);
         cmd.arg("--config").arg(&m.config).args(flags);
@@ -130,6 +136,50 @@ impl ProcRing {
         d.wait_exit(WAIT).expect("exit after SIGKILL");
     }
 
+    /// Waits until member `id` exits by itself; returns its stderr.
+    pub fn wait_exit(&mut self, id: u64) -> String {
+        let m = self.members.get_mut(&id).expect("member");
+        let mut d = m.daemon.take().expect("running");
+        d.wait_exit(WAIT)
+            .unwrap_or_else(|e| panic!("OM {id} was expected to exit: {e}"));
+        d.stderr()
+    }
+
+    /// Whether member `id`'s process is still running (it was started and has not exited).
+    pub fn running(&mut self, id: u64) -> bool {
+        let m = self.members.get_mut(&id).expect("member");
+        m.daemon
+            .as_mut()
+            .is_some_and(|d| d.wait_exit(Duration::ZERO).is_err())
+    }
+
+    /// Member `id`'s data directory.
+    pub fn data_dir(&self, id: u64) -> PathBuf {
+        self.root.path().join(format!("om{id}"))
+    }
+
+    /// Waits until member `asked` reports a membership for which `pred` holds.
+    pub async fn wait_members(
+        &self,
+        asked: u64,
+        what: &str,
+        pred: impl Fn(&[pb::RingMember]) -> bool,
+    ) -> pb::RingInfoReply {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Ok(r) = self.ring_info(asked).await {
+                if pred(&r.members) {
+                    return r;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "OM {asked} never reported {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Starts a stopped member again from its data directory (no startup flags).
     pub fn restart(&mut self, id: u64) {
         self.spawn(id, &[]);
@@ -146,7 +196,7 @@ impl ProcRing {
     }
 
     /// A channel to member `id`'s client port, every call bounded by [`CALL`].
-    async fn channel(&self, id: u64) -> Result<Channel, String> {
+    pub async fn channel(&self, id: u64) -> Result<Channel, String> {
         Channel::from_shared(format!("http://{}", self.client_addr(id)))
             .map_err(|e| e.to_string())?
             .connect_timeout(CALL)
@@ -184,7 +234,7 @@ impl ProcRing {
         }
     }
 
-    async fn wait_voters(&self, n: u64) {
+    pub async fn wait_voters(&self, n: u64) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             let l = self.wait_leader(&self.ids()).await;

@@ -46,5 +46,6 @@ pub fn ring_info(group: &RaftGroup<ScmLogic>) -> pb::RingInfoReply {
         leader_ready: group.serves_as_leader(&m),
         members,
         role: my_role,
+        ring_id: group.ring_id().map(|r| r.to_string()).unwrap_or_default(),
     }
 }

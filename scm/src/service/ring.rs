@@ -1,5 +1,5 @@
 //! The `ScmRing` gRPC service on the SCM client port: ring info, checkpoint preparation for
-//! a joining SCM, and adding a member. Refusals go out through the one mapping of
+//! a joining SCM, adding a member (through the shared join decision) and removing one. Refusals go out through the one mapping of
 //! [`ScmError`].
 
 use std::collections::BTreeSet;
@@ -9,13 +9,14 @@ use std::time::Duration;
 use rozone_proto::scm::scm_ring_server::ScmRing;
 use rozone_proto::scm::{
     AddMemberReply, AddMemberRequest, PrepareCheckpointReply, PrepareCheckpointRequest,
-    RingInfoReply, RingInfoRequest,
+    RemoveMemberReply, RemoveMemberRequest, RingInfoReply, RingInfoRequest,
 };
-use rozone_raft::{NodeInfo, RaftGroup};
+use rozone_raft::join::Joiner;
+use rozone_raft::RaftGroup;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
-use crate::error::{Invalid, ScmError};
+use crate::error::{Invalid, ScmError, SERVICE_NAME};
 use crate::state::ScmLogic;
 
 /// How long a leader waits for a checkpoint to be built, and for a joining member to catch
@@ -70,25 +71,46 @@ impl ScmRing for RingService {
         if !g.is_ready_leader() {
             return Err(ScmError::from(g.not_leader_error()).into());
         }
-        let m = g.metrics();
-        if let Some(n) = m.membership_config.membership().get_node(&r.id) {
-            if n.peer_addr != r.peer_addr {
-                return Err(ScmError::AlreadyExists(format!(
-                    "SCM {} is already a member at {}",
-                    r.id, n.peer_addr
-                ))
-                .into());
-            }
+        let joiner = Joiner::from_wire(r.id, &r.peer_addr, &r.ring_id, r.last_log_index)
+            .map_err(|e| ScmError::from(Invalid(e)))?;
+        // Learner first, promoted once caught up; a wiped member is refused (see
+        // `rozone_raft::join`).
+        let done = g
+            .admit_member(SERVICE_NAME, &joiner, &r.client_addr, r.check_only, WAIT)
+            .await
+            .map_err(ScmError::from)?;
+        if !r.check_only {
+            tracing::info!(member = r.id, ?done, "SCM added to the ring");
         }
-        let info = NodeInfo::new(r.peer_addr, r.client_addr);
-        // Learner first: it must catch up (blocking) before it may vote.
-        g.add_learner(r.id, info, true)
-            .await
-            .map_err(ScmError::from)?;
-        g.promote(BTreeSet::from([r.id]))
-            .await
-            .map_err(ScmError::from)?;
-        tracing::info!(member = r.id, "SCM added to the ring");
         Ok(Response::new(AddMemberReply {}))
+    }
+
+    async fn remove_member(
+        &self,
+        req: Request<RemoveMemberRequest>,
+    ) -> Result<Response<RemoveMemberReply>, Status> {
+        let id = req.into_inner().id;
+        let g = &self.group;
+        let m = g.metrics();
+        // A membership change commits through the log: a leader that applied an entry of its
+        // term is enough (no read lease needed).
+        if !rozone_raft::leader_ready(&m) {
+            return Err(ScmError::from(g.not_leader_error()).into());
+        }
+        let membership = m.membership_config.membership();
+        if membership.get_node(&id).is_none() {
+            return Err(ScmError::NotFound(format!("SCM {id} is not a member of the ring")).into());
+        }
+        if id == g.node_id() {
+            return Err(ScmError::FailedPrecondition(format!(
+                "SCM {id} is the leader: transfer leadership to another SCM first"
+            ))
+            .into());
+        }
+        g.remove_members(BTreeSet::from([id]))
+            .await
+            .map_err(ScmError::from)?;
+        tracing::info!(member = id, "SCM removed from the ring");
+        Ok(Response::new(RemoveMemberReply {}))
     }
 }

@@ -46,6 +46,9 @@ pub enum ScmCommand {
         #[arg(long, short = 'n')]
         node: u64,
     },
+    /// Remove an SCM from the ring (e.g. a member whose data was lost, before it joins
+    /// again with --bootstrap).
+    Remove { node: u64 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -62,6 +65,9 @@ pub enum OmCommand {
         #[arg(long, short = 'n')]
         node: u64,
     },
+    /// Remove an OM from the ring (as decommission; e.g. a member whose data was lost,
+    /// before it joins again with --bootstrap).
+    Remove { node: u64 },
 }
 
 #[derive(Debug, Subcommand)]
@@ -310,7 +316,7 @@ async fn om(om: &OmClient, as_json: bool, cmd: OmCommand) -> anyhow::Result<()> 
                 println!("OM leadership transferred to {node}")
             }
         }
-        OmCommand::Decommission { node } => {
+        OmCommand::Decommission { node } | OmCommand::Remove { node } => {
             om.decommission(node).await?;
             if as_json {
                 json(&serde_json::json!({"decommissioned": node}))?
@@ -350,6 +356,14 @@ async fn scm_ring(scm: &ScmClient, as_json: bool, cmd: ScmCommand) -> anyhow::Re
                 json(&serde_json::json!({"leader_id": l}))?
             } else {
                 println!("SCM leader is now {l}")
+            }
+        }
+        ScmCommand::Remove { node } => {
+            scm.remove_member(node).await?;
+            if as_json {
+                json(&serde_json::json!({"removed": node}))?
+            } else {
+                println!("SCM {node} removed from the ring")
             }
         }
     }
