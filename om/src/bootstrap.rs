@@ -21,7 +21,7 @@ use rozone_config::Peer;
 use rozone_proto::om as pb;
 use rozone_proto::om::om_ring_client::OmRingClient;
 use rozone_raft::NodeInfo;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tracing::{info, warn};
 
 use crate::config::Config;
@@ -35,10 +35,11 @@ pub struct PeerAnswer {
     pub answer: Result<(pb::RingInfoReply, pb::KnowsNodeReply), String>,
 }
 
-async fn client(addr: &str) -> anyhow::Result<OmRingClient<Channel>> {
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .with_context(|| format!("bad OM address {addr:?}"))?
-        .connect_timeout(Duration::from_secs(3))
+async fn client(config: &Config, addr: &str) -> anyhow::Result<OmRingClient<Channel>> {
+    let ch = config
+        .security()?
+        .channels()
+        .endpoint(addr)?
         .timeout(RPC_TIMEOUT)
         .connect()
         .await
@@ -51,7 +52,7 @@ pub async fn ask_peers(config: &Config, me: &NodeInfo) -> Vec<PeerAnswer> {
     let mut out = Vec::new();
     for p in config.peers.iter().filter(|p| p.id != config.node.id) {
         let answer = async {
-            let mut c = client(&p.client_addr).await?;
+            let mut c = client(config, &p.client_addr).await?;
             let ring = c.ring_info(pb::RingInfoRequest {}).await?.into_inner();
             let knows = c
                 .knows_node(pb::KnowsNodeRequest {
@@ -225,7 +226,7 @@ pub async fn ask_to_be_added(
     let om = &config.om;
     let mut last = String::new();
     for attempt in 1..=om.bootstrap_attempts {
-        let r = match client(&leader).await {
+        let r = match client(config, &leader).await {
             Ok(mut c) => {
                 c.add_member(pb::AddMemberRequest {
                     id: config.node.id,

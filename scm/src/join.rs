@@ -13,7 +13,8 @@ use anyhow::{bail, Context};
 use rozone_proto::scm::scm_ring_client::ScmRingClient;
 use rozone_proto::scm::{AddMemberRequest, PrepareCheckpointRequest, RingInfoRequest};
 use rozone_raft::{DownloadPolicy, NodeInfo, PeerChannels, StateMachineLogic};
-use tonic::transport::{Channel, Endpoint};
+use rozone_rpc::Security;
+use tonic::transport::Channel;
 use tracing::{info, warn};
 
 use crate::config::Config;
@@ -21,10 +22,10 @@ use crate::state::{ScmLogic, GROUP};
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn client(addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .with_context(|| format!("bad SCM address {addr:?}"))?
-        .connect_timeout(Duration::from_secs(5))
+async fn client(security: &Security, addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
+    let ch = security
+        .channels()
+        .endpoint(addr)?
         .timeout(RPC_TIMEOUT)
         .connect()
         .await
@@ -33,11 +34,11 @@ async fn client(addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
 }
 
 /// The client address of the ring's leader, as seen by any listed peer.
-async fn find_leader(config: &Config) -> anyhow::Result<String> {
+async fn find_leader(config: &Config, security: &Security) -> anyhow::Result<String> {
     let mut errors = Vec::new();
     for p in config.peers.iter().filter(|p| p.id != config.node.id) {
         match async {
-            let r = client(&p.client_addr)
+            let r = client(security, &p.client_addr)
                 .await?
                 .ring_info(RingInfoRequest {})
                 .await?;
@@ -58,12 +59,15 @@ async fn find_leader(config: &Config) -> anyhow::Result<String> {
 
 /// Step 1 and 2: take the leader's checkpoint as this node's state. Returns the leader's
 /// client address.
-pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
+pub async fn take_leader_checkpoint(
+    config: &Config,
+    security: &Security,
+) -> anyhow::Result<String> {
     let scm = &config.scm;
-    let mut leader = find_leader(config).await?;
+    let mut leader = find_leader(config, security).await?;
     let mut last = String::new();
     for attempt in 1..=scm.bootstrap_attempts {
-        let prep = match client(&leader).await {
+        let prep = match client(security, &leader).await {
             Ok(mut c) => c.prepare_checkpoint(PrepareCheckpointRequest {}).await,
             Err(e) => Err(tonic::Status::unavailable(format!("{e:#}"))),
         };
@@ -78,7 +82,7 @@ pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
                 rozone_raft::download::bootstrap_from_checkpoint(
                     &config.node.data_dir.join("raft"),
                     &cfs,
-                    &PeerChannels::default(),
+                    &PeerChannels::new(security.channels()),
                     &r.checkpoint_addr,
                     GROUP,
                     &policy,
@@ -107,13 +111,14 @@ pub async fn take_leader_checkpoint(config: &Config) -> anyhow::Result<String> {
 /// Step 3: ask the leader to add this (running) SCM to the ring.
 pub async fn ask_to_be_added(
     config: &Config,
+    security: &Security,
     mut leader: String,
     me: &NodeInfo,
 ) -> anyhow::Result<()> {
     let scm = &config.scm;
     let mut last = String::new();
     for attempt in 1..=scm.bootstrap_attempts {
-        let r = match client(&leader).await {
+        let r = match client(security, &leader).await {
             Ok(mut c) => {
                 c.add_member(AddMemberRequest {
                     id: config.node.id,

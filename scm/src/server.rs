@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use rozone_rpc::Role;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
 use tracing::info;
 
 use rozone_proto::scm::scm_admin_server::ScmAdminServer;
@@ -50,6 +50,8 @@ pub struct ScmServer {
 impl ScmServer {
     /// Binds the listeners and opens the Raft group; with `init`, creates the ring.
     pub async fn start(config: &Config) -> anyhow::Result<Self> {
+        let security = config.security()?;
+        security.announce("rozone-scm");
         let (peer_l, peer_addr) = rozone_raft::server::bind(&config.scm.peer_addr.to_string())
             .await
             .with_context(|| format!("bind scm.peer_addr {}", config.scm.peer_addr))?;
@@ -79,7 +81,7 @@ impl ScmServer {
         // The log database appears when Raft first starts: before that this node holds no ring.
         let fresh = !group_dir.join("log").exists();
         let joining_via = if config.startup.bootstrap && fresh {
-            Some(crate::join::take_leader_checkpoint(config).await?)
+            Some(crate::join::take_leader_checkpoint(config, &security).await?)
         } else {
             None
         };
@@ -92,12 +94,13 @@ impl ScmServer {
         .with_section(&config.raft);
 
         let registry = GroupRegistry::default();
-        let group = RaftGroup::start(gc, ScmLogic, &registry, Arc::new(PeerChannels::default()))
+        let channels = Arc::new(PeerChannels::new(security.channels()));
+        let group = RaftGroup::start(gc, ScmLogic, &registry, channels)
             .await
             .context("open the SCM Raft group")?;
         let stop = CancellationToken::new();
         let node = ScmNode::new(group.clone(), config.scm.clone());
-        let (raft, snap) = rozone_raft::server::peer_services(&registry);
+        let (raft, snap) = rozone_raft::server::peer_services(&registry, Role::Scm);
         let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(RingService {
             group: group.clone(),
             checkpoint_addr: checkpoint_adv,
@@ -105,7 +108,8 @@ impl ScmServer {
         let servers = vec![
             rozone_raft::server::spawn_router(
                 "peer",
-                Server::builder()
+                security
+                    .server()?
                     .add_service(raft)
                     .add_service(snap.clone()),
                 peer_l,
@@ -113,13 +117,14 @@ impl ScmServer {
             ),
             rozone_raft::server::spawn_router(
                 "checkpoint",
-                Server::builder().add_service(snap),
+                security.server()?.add_service(snap),
                 cp_l,
                 &stop,
             ),
             rozone_raft::server::spawn_router(
                 "client",
-                Server::builder()
+                security
+                    .server()?
                     .add_service(ring_svc)
                     .add_service(ScmDatanodeServer::new(DatanodeService(node.clone())))
                     .add_service(ScmBlockServer::new(BlockService(node.clone())))
@@ -139,7 +144,7 @@ impl ScmServer {
             stop,
         };
         let opened = match joining_via {
-            Some(leader) => crate::join::ask_to_be_added(config, leader, &info).await,
+            Some(leader) => crate::join::ask_to_be_added(config, &security, leader, &info).await,
             None => ring.open(config, info).await,
         };
         if let Err(e) = opened {

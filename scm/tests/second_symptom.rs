@@ -44,6 +44,8 @@ impl Ports {
 
 fn config(dir: &std::path::Path, me: &Ports, ring: &[&Ports]) -> Config {
     let mut c = Config::default();
+    // Plaintext: not a security test (mutual TLS is tested in tests/security*.rs).
+    c.security = rozone_config::SecuritySection::insecure();
     c.node.id = me.id;
     c.node.data_dir = dir.join(format!("scm{}", me.id));
     c.scm.client_addr = format!("127.0.0.1:{}", me.client).parse().unwrap();

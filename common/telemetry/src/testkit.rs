@@ -26,6 +26,14 @@ pub fn command(bin: impl AsRef<OsStr>) -> Command {
     command
 }
 
+/// [`command`] for a daemon run plaintext (`security.insecure = true`, set through the
+/// environment): for tests that are not about security, so they need no certificates.
+pub fn insecure_command(bin: impl AsRef<OsStr>) -> Command {
+    let mut command = command(bin);
+    command.env("ROZONE_SECURITY__INSECURE", "true");
+    command
+}
+
 #[derive(Default)]
 struct Output {
     text: String,
