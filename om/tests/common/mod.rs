@@ -130,9 +130,11 @@ pub fn peers(n: u64) -> Vec<Peer> {
 
 /// A config for member `id` of `peers`, data under `root`, fast Raft timing.
 pub fn config(root: &std::path::Path, id: u64, peers: &[Peer], scm: SocketAddr) -> Config {
-    let mut c = Config::default();
-    // Plaintext: not a security test (mutual TLS is tested in tests/security*.rs).
-    c.security = rozone_config::SecuritySection::insecure();
+    // Plaintext: not a security test (mutual TLS is tested in client/tests/security*.rs).
+    let mut c = Config {
+        security: rozone_config::SecuritySection::insecure(),
+        ..Config::default()
+    };
     c.node.id = id;
     c.node.data_dir = root.join(format!("om{id}"));
     let me = peers.iter().find(|p| p.id == id).expect("peer listed");
