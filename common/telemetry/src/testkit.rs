@@ -173,7 +173,8 @@ impl Drop for Daemon {
 /// asserts a clean exit (code 0, "stopped" logged) within [`TIMEOUT`].
 pub fn assert_starts_and_stops_on_sigterm<S: AsRef<OsStr>>(bin: &str, args: &[S]) {
     let mut daemon = match Daemon::spawn({
-        let mut command = command(bin);
+        // Plaintext: this checks the process lifecycle, not TLS.
+        let mut command = insecure_command(bin);
         command.args(args);
         command
     }) {
