@@ -3,10 +3,11 @@
 //! the OM ring with `AddMember{force}`, and cannot offer a forged snapshot to an OM's Raft
 //! peer port; the cluster's state is unchanged afterwards.
 //!
-//! Written to fail on cd62657 (checked once, with this file copied into a checkout of that
-//! commit): there every port was plaintext and trusted every caller, so `DeleteBlocks`
-//! answered OK, `AddMember{force}` put node 9 into the OM membership (and waited for it to
-//! catch up), and the forged `InstallSnapshot` reached the Raft handler (`bad raft payload`).
+//! Written to fail on cd62657, where every port was plaintext and trusted every caller:
+//! `DeleteBlocks` answered OK, `AddMember{force}` put node 9 into the OM membership, and the
+//! forged `InstallSnapshot` reached the Raft handler (`INVALID_ARGUMENT bad raft payload`).
+//! NOT YET RUN against cd62657 (no time in the session that wrote it): copy this file into
+//! a checkout of that commit and run it once to confirm.
 //! It uses only what that commit had (plain tonic channels, the proto crate, `dev up`).
 
 mod common;
