@@ -6,15 +6,20 @@
 //! scm_addrs = ["127.0.0.1:9860"]
 //! call_deadline = "30s"      # optional: one call, every retry included
 //! attempt_timeout = "10s"    # optional: one attempt on one member
+//! ca_cert = "/etc/rozone/tls/ca.crt"      # mutual TLS: the cluster CA,
+//! cert = "/etc/rozone/tls/admin-1.crt"    # this client's certificate (role client or admin)
+//! key = "/etc/rozone/tls/admin-1.key"     # and its key (mode 0600)
+//! # insecure = true                       # or plaintext, for an insecure cluster only
 //! ```
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ClientError, Result};
-use crate::failover::{endpoint_uri, RetryPolicy};
+use rozone_rpc::channel::host_port;
+use rozone_rpc::{RetryPolicy, Security};
 
 /// The client's view of a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +37,18 @@ pub struct ClientConfig {
     /// One attempt on one member.
     #[serde(default = "default_attempt", with = "humantime_serde")]
     pub attempt_timeout: Duration,
+    /// Plaintext, trusting the servers blindly: only for a cluster run insecure.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+    /// The cluster CA certificate (PEM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_cert: Option<PathBuf>,
+    /// This client's certificate (PEM), role `client` or `admin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert: Option<PathBuf>,
+    /// Its private key (PEM, mode 0600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<PathBuf>,
 }
 
 fn default_deadline() -> Duration {
@@ -49,6 +66,10 @@ impl Default for ClientConfig {
             scm_addrs: Vec::new(),
             call_deadline: default_deadline(),
             attempt_timeout: default_attempt(),
+            insecure: false,
+            ca_cert: None,
+            cert: None,
+            key: None,
         }
     }
 }
@@ -68,7 +89,7 @@ impl ClientConfig {
     /// Every address parses as `host:port`.
     pub fn check(&self) -> Result<()> {
         for a in self.om_addrs.iter().chain(&self.scm_addrs) {
-            endpoint_uri(a)?;
+            host_port(a)?;
         }
         if self.call_deadline.is_zero() || self.attempt_timeout.is_zero() {
             return Err(ClientError::Invalid(
@@ -76,6 +97,20 @@ impl ClientConfig {
             ));
         }
         Ok(())
+    }
+
+    /// How this client connects: mutual TLS with `ca_cert`/`cert`/`key` (checked now), or
+    /// plaintext when `insecure`; an error naming what to set otherwise.
+    pub fn security(&self) -> Result<Security> {
+        if self.insecure {
+            return Ok(Security::insecure());
+        }
+        match (&self.ca_cert, &self.cert, &self.key) {
+            (Some(ca), Some(cert), Some(key)) => Ok(Security::load(ca, cert, key)?),
+            _ => Err(ClientError::Invalid(
+                "no client certificate: set ca_cert, cert and key in the client config (rozone dev up writes them; rozone admin cert issue makes them) or give --ca-cert/--cert/--key; insecure = true / --insecure only for an insecure cluster".into(),
+            )),
+        }
     }
 
     /// The TOML text of this config.

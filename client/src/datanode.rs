@@ -4,7 +4,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use bytes::Bytes;
 use rozone_proto::datanode as pb;
@@ -13,7 +12,6 @@ use tonic::transport::Channel;
 use tonic::Status;
 
 use crate::error::{ClientError, Result};
-use crate::failover::lazy_channel;
 use crate::types::BlockId;
 use rozone_types::checksum::{verify_wire, ChecksumData, ChecksumType};
 
@@ -32,20 +30,15 @@ pub const MAX_MESSAGE: usize = 64 << 20;
 /// Clients of every datanode this process talked to.
 pub struct Datanodes {
     channels: Mutex<HashMap<String, Channel>>,
-    connect_timeout: Duration,
-}
-
-impl Default for Datanodes {
-    fn default() -> Self {
-        Self::new(Duration::from_secs(3))
-    }
+    factory: rozone_rpc::ChannelFactory,
 }
 
 impl Datanodes {
-    pub fn new(connect_timeout: Duration) -> Self {
+    /// Clients whose channels come from `factory`.
+    pub fn new(factory: rozone_rpc::ChannelFactory) -> Self {
         Self {
             channels: Mutex::new(HashMap::new()),
-            connect_timeout,
+            factory,
         }
     }
 
@@ -55,7 +48,7 @@ impl Datanodes {
         let ch = match map.get(addr) {
             Some(ch) => ch.clone(),
             None => {
-                let ch = lazy_channel(addr, self.connect_timeout)?;
+                let ch = self.factory.lazy(addr)?;
                 map.insert(addr.to_string(), ch.clone());
                 ch
             }

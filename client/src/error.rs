@@ -95,33 +95,16 @@ impl ClientError {
     }
 }
 
-/// Whether a status means "try again elsewhere or later": a leadership refusal, the node
-/// could not be reached in time, or the connection broke under the call (tonic reports a
-/// reset stream or a closed connection as `UNKNOWN`/`CANCELLED` with a transport error as
-/// its source, not as `UNAVAILABLE`).
-pub fn is_retryable(s: &Status) -> bool {
-    rozone_rpc::is_retryable(s)
-        || (matches!(s.code(), Code::Unknown | Code::Cancelled | Code::Internal)
-            && is_transport_failure(s))
-}
+/// Whether a status means "try again elsewhere or later" (one rule for all of rozone).
+pub use rozone_rpc::is_retryable;
 
-fn is_transport_failure(s: &Status) -> bool {
-    let mut source = std::error::Error::source(s);
-    while let Some(e) = source {
-        if e.is::<tonic::transport::Error>() || e.is::<std::io::Error>() {
-            return true;
+impl From<rozone_rpc::RpcError> for ClientError {
+    fn from(e: rozone_rpc::RpcError) -> Self {
+        use rozone_rpc::RpcError as R;
+        match e {
+            R::Invalid(m) | R::Tls(m) => ClientError::Invalid(m),
+            R::Unavailable { service, detail } => ClientError::Unavailable { service, detail },
+            R::Status { service, status } => ClientError::Status { service, status },
         }
-        // hyper and h2 are not our dependencies: recognise them by type name.
-        let name = format!("{e:?}");
-        if name.starts_with("hyper::Error") || name.starts_with("h2::Error") || name.contains("Io(")
-        {
-            return true;
-        }
-        source = e.source();
     }
-    let m = s.message();
-    m.contains("transport error")
-        || m.contains("connection")
-        || m.contains("broken pipe")
-        || m.contains("h2 protocol error")
 }

@@ -1,8 +1,9 @@
 //! rozone-client: typed clients of the rozone services and the `rozone` CLI built on them.
 //!
-//! - [`failover::Ring`]: calls to a replicated ring (SCM, OM) that find the leader, follow
-//!   `NotLeader` hints, wait out `LeaderNotReady`, skip unreachable members, with a bounded
-//!   backoff and a deadline per call.
+//! - [`Ring`] (from `rozone-rpc`, the one failover client of rozone): calls to a replicated
+//!   ring (SCM, OM) that find the leader, follow `NotLeader` hints, wait out
+//!   `LeaderNotReady`, skip unreachable members, with a bounded backoff and a deadline per
+//!   call, over channels from one [`ChannelFactory`] (mutual TLS unless insecure).
 //! - [`om::OmClient`], [`scm::ScmClient`], [`datanode::Datanodes`]: typed clients; replies
 //!   become the domain types of [`types`] at this edge.
 //! - [`key_write`] / [`key_read`]: key put (open → blocks to pipelines → commit, moving to
@@ -16,7 +17,6 @@
 pub mod config;
 pub mod datanode;
 pub mod error;
-pub mod failover;
 pub mod key_read;
 pub mod key_write;
 pub mod om;
@@ -25,7 +25,10 @@ pub mod types;
 
 pub use config::ClientConfig;
 pub use error::{ClientError, Result};
-pub use failover::{RetryPolicy, Ring};
+pub use rozone_rpc::{ChannelFactory, RetryPolicy, Ring, Role, Security};
+
+/// The failover ring, under the name it had when it lived here.
+pub use rozone_rpc::ring as failover;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -45,12 +48,18 @@ impl Client {
     pub fn new(config: &ClientConfig) -> Result<Self> {
         config.check()?;
         let policy = config.policy();
+        let channels = config.security()?.channels();
         let om = if config.om_addrs.is_empty() {
             Err(ClientError::Invalid(
                 "no OM address: give --om HOST:PORT, --config FILE or ROZONE_CONFIG".into(),
             ))
         } else {
-            Ring::new("OM", &config.om_addrs, policy.clone())
+            Ok(Ring::new(
+                "OM",
+                &config.om_addrs,
+                policy.clone(),
+                channels.clone(),
+            )?)
         };
         let scm = if config.scm_addrs.is_empty() {
             None
@@ -59,12 +68,13 @@ impl Client {
                 "SCM",
                 &config.scm_addrs,
                 policy.clone(),
+                channels.clone(),
             )?))
         };
         Ok(Self {
             om: om::OmClient::new(om?),
             scm,
-            datanodes: datanode::Datanodes::new(policy.connect_timeout),
+            datanodes: datanode::Datanodes::new(channels),
             write: key_write::WriteOptions::default(),
             read: key_read::ReadOptions::default(),
         })

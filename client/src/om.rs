@@ -128,11 +128,12 @@ impl OmClient {
         Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
         let call = |ch| f(svc(ch), req.clone());
-        if mode.any_member() {
+        let r = if mode.any_member() {
             self.ring.call_any(what, call).await
         } else {
             self.ring.call(what, call).await
-        }
+        };
+        Ok(r?)
     }
 
     pub async fn create_volume(

@@ -59,6 +59,7 @@ fn unreachable_cluster_gives_up_with_one_line() {
     let om = format!("127.0.0.1:{}", free_port());
     let line = fails_with(
         rozone().args([
+            "--insecure",
             "--om",
             &om,
             "--timeout",
@@ -73,6 +74,7 @@ fn unreachable_cluster_gives_up_with_one_line() {
     assert!(line.contains(&om), "{line}");
     fails_with(
         rozone().args([
+            "--insecure",
             "--om",
             &om,
             "--scm",
@@ -90,7 +92,8 @@ fn unreachable_cluster_gives_up_with_one_line() {
 #[test]
 fn bad_paths_and_missing_files_fail_before_any_call() {
     let om = format!("127.0.0.1:{}", free_port());
-    let base = ["--om", om.as_str(), "--timeout", "1s"];
+    // Plaintext: these are about argument errors, not certificates.
+    let base = ["--insecure", "--om", om.as_str(), "--timeout", "1s"];
     fails_with(
         rozone().args(base).args(["sh", "bucket", "create", "/vol"]),
         "bad bucket path \"/vol\": want /VOLUME/BUCKET",

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rozone_client::{ClientError, RetryPolicy, Ring};
+use rozone_client::{ChannelFactory, ClientError, RetryPolicy, Ring};
 use rozone_proto::scm::scm_ring_client::ScmRingClient;
 use rozone_proto::scm::scm_ring_server::{ScmRing, ScmRingServer};
 use rozone_proto::scm::*;
@@ -161,14 +161,14 @@ fn policy(deadline_ms: u64) -> RetryPolicy {
     RetryPolicy {
         deadline: Duration::from_millis(deadline_ms),
         attempt_timeout: Duration::from_millis(500),
-        connect_timeout: Duration::from_millis(500),
         backoff_initial: Duration::from_millis(5),
         backoff_max: Duration::from_millis(50),
     }
 }
 
 fn ring(addrs: &[String], p: RetryPolicy) -> Ring {
-    Ring::new("SCM", addrs, p).unwrap()
+    // Plaintext fakes: this is about failover, not TLS.
+    Ring::new("SCM", addrs, p, ChannelFactory::insecure()).unwrap()
 }
 
 async fn info(r: &Ring) -> Result<u64, ClientError> {
@@ -177,6 +177,7 @@ async fn info(r: &Ring) -> Result<u64, ClientError> {
     })
     .await
     .map(|r| r.node_id)
+    .map_err(ClientError::from)
 }
 
 #[tokio::test]
@@ -325,10 +326,22 @@ async fn call_any_spreads_over_members() {
 
 #[test]
 fn bad_addresses_are_rejected_by_name() {
-    let err = Ring::new("OM", &["nope".to_string()], RetryPolicy::default())
-        .err()
-        .unwrap();
+    let err = Ring::new(
+        "OM",
+        &["nope".to_string()],
+        RetryPolicy::default(),
+        ChannelFactory::insecure(),
+    )
+    .err()
+    .unwrap();
     assert_eq!(err.to_string(), "bad address \"nope\": want host:port");
-    let err = Ring::new("OM", &[], RetryPolicy::default()).err().unwrap();
+    let err = Ring::new(
+        "OM",
+        &[],
+        RetryPolicy::default(),
+        ChannelFactory::insecure(),
+    )
+    .err()
+    .unwrap();
     assert_eq!(err.to_string(), "no OM address given");
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use rozone_config::{
     check_host_ports, check_listen_addrs, config_struct, listen_on, ByteSize, ConfigError,
     DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Problems, RaftSection,
+    SecuritySection,
 };
 
 config_struct! {
@@ -60,6 +61,8 @@ config_struct! {
         pub http: HttpSection = HttpSection::on(9882),
         /// Log layout.
         pub log: LogSection = LogSection::default(),
+        /// Mutual TLS on every gRPC port, or (explicitly) plaintext.
+        pub security: SecuritySection = SecuritySection::default(),
     }
 }
 
@@ -79,6 +82,7 @@ impl DaemonConfig for Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = Problems::default();
         self.node.check(&mut problems);
+        self.security.check(&mut problems);
         self.raft.check(&mut problems);
         let dn = &self.datanode;
         check_host_ports("datanode.scm_addrs", &dn.scm_addrs, &mut problems);
@@ -121,6 +125,17 @@ impl DaemonConfig for Config {
 
     fn log_format(&self) -> LogFormat {
         self.log.format
+    }
+}
+
+impl Config {
+    /// This process's TLS material (or plaintext when `security.insecure`), checked: the
+    /// files, and that the certificate names this datanode's node id.
+    pub fn security(&self) -> anyhow::Result<rozone_rpc::Security> {
+        let s = &self.security;
+        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?;
+        sec.check_identity(rozone_rpc::Role::Datanode, self.node.id)?;
+        Ok(sec)
     }
 }
 

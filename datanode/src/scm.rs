@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use rozone_proto::scm as spb;
 use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
+use rozone_rpc::Ring;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::{Channel, Endpoint};
 
 use crate::commands::Executor;
 use crate::pipeline::Pipelines;
@@ -27,6 +27,8 @@ pub struct LinkStatus {
 
 pub struct ScmLink {
     pub addrs: Vec<String>,
+    /// Channels to the SCMs, one per address, kept across heartbeats (and leader changes).
+    pub ring: Ring,
     pub details: spb::DatanodeDetails,
     pub store: Arc<ContainerStore>,
     pub pipelines: Arc<Pipelines>,
@@ -36,13 +38,14 @@ pub struct ScmLink {
     pub status: Arc<LinkStatus>,
 }
 
-fn client(addr: &str) -> Result<ScmDatanodeClient<Channel>, String> {
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .map_err(|e| format!("bad SCM address {addr:?}: {e}"))?
-        .connect_timeout(Duration::from_secs(3))
-        .timeout(Duration::from_secs(10))
-        .connect_lazy();
-    Ok(ScmDatanodeClient::new(ch))
+/// One heartbeat or registration may take at most this long.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `msg` with the per-call timeout (the SCM drops the call after it too).
+fn timed<T>(msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.set_timeout(CALL_TIMEOUT);
+    r
 }
 
 impl ScmLink {
@@ -130,7 +133,12 @@ impl ScmLink {
     }
 
     async fn beat(&self, addr: &str, last_full: &mut Option<Instant>) -> Result<(), tonic::Status> {
-        let mut c = client(addr).map_err(tonic::Status::invalid_argument)?;
+        // The ring's cached channel: no new connection per heartbeat.
+        let ch = self
+            .ring
+            .channel_to(addr)
+            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        let mut c = ScmDatanodeClient::new(ch);
         if !self.status.registered.load(Ordering::SeqCst) {
             let req = spb::RegisterRequest {
                 datanode: Some(self.details.clone()),
@@ -138,7 +146,7 @@ impl ScmLink {
                 container_report: Some(self.full_report()),
                 pipeline_reports: self.pipeline_reports(),
             };
-            let reply = c.register(req).await?.into_inner();
+            let reply = within(c.register(timed(req))).await?.into_inner();
             tracing::info!(scm = %addr, cluster_id = %reply.cluster_id, "registered with SCM");
             self.status.registered.store(true, Ordering::SeqCst);
             *last_full = Some(Instant::now());
@@ -158,7 +166,7 @@ impl ScmLink {
             pipeline_actions: self.pipeline_actions(),
             command_status: statuses.clone(),
         };
-        match c.heartbeat(req).await {
+        match within(c.heartbeat(timed(req))).await {
             Ok(r) => {
                 if full_due {
                     *last_full = Some(Instant::now());
@@ -180,4 +188,17 @@ impl ScmLink {
             }
         }
     }
+}
+
+/// `call`, failed with DEADLINE_EXCEEDED when the SCM does not answer within the timeout.
+async fn within<T>(
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> Result<T, tonic::Status> {
+    tokio::time::timeout(CALL_TIMEOUT, call)
+        .await
+        .unwrap_or_else(|_| {
+            Err(tonic::Status::deadline_exceeded(format!(
+                "no answer from the SCM within {CALL_TIMEOUT:?}"
+            )))
+        })
 }

@@ -14,10 +14,10 @@ use rozone_proto::datanode::pipeline_data_server::PipelineDataServer;
 use rozone_proto::datanode::replication_server::ReplicationServer;
 use rozone_raft::server::{advertised, spawn_router};
 use rozone_raft::GroupRegistry;
+use rozone_rpc::Role;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
 
 use crate::clients::{Clients, MAX_MESSAGE};
 use crate::commands::Executor;
@@ -57,6 +57,8 @@ impl Datanode {
     pub async fn start(config: &Config) -> anyhow::Result<Self> {
         let dn = &config.datanode;
         let node_id = config.node.id;
+        let security = config.security()?;
+        security.announce("rozone-datanode");
         let volumes = config.volumes();
         for dir in std::iter::once(&config.node.data_dir).chain(&volumes) {
             std::fs::create_dir_all(dir)
@@ -74,7 +76,7 @@ impl Datanode {
         let (repl_l, replication_addr) =
             bind("datanode.replication_addr", dn.replication_addr).await?;
         let host = dn.advertise_host.as_str();
-        let clients = Arc::new(Clients::default());
+        let clients = Arc::new(Clients::new(security.channels()));
         let registry = GroupRegistry::default();
         let pipelines = Arc::new(Pipelines::new(
             node_id,
@@ -97,7 +99,7 @@ impl Datanode {
             clients: clients.clone(),
         });
         let weak = NodeRef::new(&node);
-        let (raft_svc, snap_svc) = rozone_raft::server::peer_services(&registry);
+        let (raft_svc, snap_svc) = rozone_raft::server::peer_services(&registry, Role::Datanode);
         let peer = PipelineDataServer::new(PeerService { node: weak.clone() })
             .max_decoding_message_size(MAX_MESSAGE)
             .max_encoding_message_size(MAX_MESSAGE);
@@ -109,7 +111,8 @@ impl Datanode {
         let mut tasks = vec![
             spawn_router(
                 "raft",
-                Server::builder()
+                security
+                    .server()?
                     .add_service(raft_svc)
                     .add_service(snap_svc)
                     .add_service(peer),
@@ -118,13 +121,13 @@ impl Datanode {
             ),
             spawn_router(
                 "container",
-                Server::builder().add_service(container),
+                security.server()?.add_service(container),
                 container_l,
                 &stop,
             ),
             spawn_router(
                 "replication",
-                Server::builder().add_service(repl),
+                security.server()?.add_service(repl),
                 repl_l,
                 &stop,
             ),
@@ -141,7 +144,12 @@ impl Datanode {
             raft_addr: advertised(Some(host), raft_addr),
             replication_addr: advertised(Some(host), replication_addr),
         };
+        let scm_policy = rozone_rpc::RetryPolicy {
+            deadline: dn.heartbeat_interval,
+            ..rozone_rpc::RetryPolicy::default()
+        };
         let scm = ScmLink {
+            ring: rozone_rpc::Ring::new("SCM", &dn.scm_addrs, scm_policy, security.channels())?,
             addrs: dn.scm_addrs.clone(),
             details,
             store: store.clone(),

@@ -42,8 +42,9 @@ def start(name, args):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ROZONE_")}
     env.update(NOTIFY_SOCKET=sock_path, RUST_LOG="warn")
     log = os.path.join(tmp, f"{name}.log")
+    # Plaintext: this checks the notify protocol, not TLS (docs/security.md).
     cmd = [os.path.join(bin_dir, name), "--data-dir", os.path.join(tmp, name),
-           "--http-addr", f"127.0.0.1:{http}"] + args
+           "--http-addr", f"127.0.0.1:{http}", "--insecure"] + args
     proc = subprocess.Popen(cmd, env=env, stderr=open(log, "w"))
     p = dict(name=name, proc=proc, recv=recv, http=http, log=log, messages=[])
     procs.append(p)

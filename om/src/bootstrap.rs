@@ -27,8 +27,8 @@ use rozone_proto::om as pb;
 use rozone_proto::om::om_ring_client::OmRingClient;
 use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::NodeInfo;
-use tonic::transport::{Channel, Endpoint};
-use tracing::warn;
+use tonic::transport::Channel;
+use tracing::{info, warn};
 
 use crate::config::Config;
 
@@ -41,10 +41,11 @@ pub struct PeerAnswer {
     pub answer: Result<(pb::RingInfoReply, pb::KnowsNodeReply), String>,
 }
 
-async fn client(addr: &str) -> anyhow::Result<OmRingClient<Channel>> {
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .with_context(|| format!("bad OM address {addr:?}"))?
-        .connect_timeout(Duration::from_secs(3))
+async fn client(config: &Config, addr: &str) -> anyhow::Result<OmRingClient<Channel>> {
+    let ch = config
+        .security()?
+        .channels()
+        .endpoint(addr)?
         .timeout(RPC_TIMEOUT)
         .connect()
         .await
@@ -57,7 +58,7 @@ pub async fn ask_peers(config: &Config, me: &NodeInfo) -> Vec<PeerAnswer> {
     let mut out = Vec::new();
     for p in config.peers.iter().filter(|p| p.id != config.node.id) {
         let answer = async {
-            let mut c = client(&p.client_addr).await?;
+            let mut c = client(config, &p.client_addr).await?;
             let ring = c.ring_info(pb::RingInfoRequest {}).await?.into_inner();
             let knows = c
                 .knows_node(pb::KnowsNodeRequest {
@@ -261,7 +262,7 @@ impl JoinHooks for OmJoin {
         ask: &'a JoinAsk,
     ) -> BoxFuture<'a, Result<(), tonic::Status>> {
         async move {
-            let mut c = client(leader)
+            let mut c = client(&self.config, leader)
                 .await
                 .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
             c.add_member(pb::AddMemberRequest {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use rozone_config::{
     check_host_ports, check_listen_addrs, check_peers, config_struct, listen_on, ByteSize,
     ConfigError, DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Peer, Problems,
-    RaftSection,
+    RaftSection, SecuritySection,
 };
 
 config_struct! {
@@ -103,6 +103,8 @@ config_struct! {
         pub http: HttpSection = HttpSection::on(9874),
         /// Log layout.
         pub log: LogSection = LogSection::default(),
+        /// Mutual TLS on every gRPC port, or (explicitly) plaintext.
+        pub security: SecuritySection = SecuritySection::default(),
         /// Members of the OM ring, this node included; --bootstrap needs
         /// an address for every one. Replace `peers = []` with one table
         /// per member:
@@ -123,6 +125,7 @@ impl DaemonConfig for Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = Problems::default();
         self.node.check(&mut problems);
+        self.security.check(&mut problems);
         self.raft.check(&mut problems);
         check_peers(&self.peers, self.node.id, &mut problems);
         check_host_ports("om.scm_addrs", &self.om.scm_addrs, &mut problems);
@@ -167,6 +170,17 @@ impl DaemonConfig for Config {
 
     fn log_format(&self) -> LogFormat {
         self.log.format
+    }
+}
+
+impl Config {
+    /// This process's TLS material (or plaintext when `security.insecure`), checked: the
+    /// files, and that the certificate names this om's node id.
+    pub fn security(&self) -> anyhow::Result<rozone_rpc::Security> {
+        let s = &self.security;
+        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?;
+        sec.check_identity(rozone_rpc::Role::Om, self.node.id)?;
+        Ok(sec)
     }
 }
 

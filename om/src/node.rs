@@ -53,17 +53,24 @@ pub struct OmNode {
     pub scm: ScmClient,
     pub metrics: Metrics,
     channels: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
+    factory: rozone_rpc::ChannelFactory,
 }
 
 impl OmNode {
-    pub fn new(group: Arc<RaftGroup<OmLogic>>, config: Arc<Config>) -> Self {
-        let scm = ScmClient::new(config.om.scm_addrs.clone(), config.om.scm_timeout);
+    /// `factory` builds every channel this OM opens (to the SCMs and to other OMs).
+    pub fn new(
+        group: Arc<RaftGroup<OmLogic>>,
+        config: Arc<Config>,
+        factory: rozone_rpc::ChannelFactory,
+    ) -> Self {
+        let scm = ScmClient::new(&config.om.scm_addrs, config.om.scm_timeout, factory.clone());
         Self {
             group,
             config,
             scm,
             metrics: Metrics::default(),
             channels: Default::default(),
+            factory,
         }
     }
 
@@ -185,9 +192,16 @@ impl OmNode {
             return Err(RaftGroupError::NotLeader { leader: None }.into());
         };
         let ch = self.channel(&addr)?;
-        let r = rozone_proto::om::om_ring_client::OmRingClient::new(ch)
-            .read_index(pb::ReadIndexRequest {})
+        let mut req = tonic::Request::new(pb::ReadIndexRequest {});
+        req.set_timeout(READ_INDEX_WAIT);
+        let mut client = rozone_proto::om::om_ring_client::OmRingClient::new(ch);
+        let r = tokio::time::timeout(READ_INDEX_WAIT, client.read_index(req))
             .await
+            .unwrap_or_else(|_| {
+                Err(tonic::Status::deadline_exceeded(format!(
+                    "no read index from OM {leader} within {READ_INDEX_WAIT:?}"
+                )))
+            })
             .map_err(|s| OmError::Upstream(leader, s))?
             .into_inner();
         self.group.wait_applied(r.index, READ_INDEX_WAIT).await?;
@@ -200,11 +214,10 @@ impl OmNode {
         if let Some(c) = g.get(addr) {
             return Ok(c.clone());
         }
-        let c = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|e| OmError::Internal(format!("bad OM address {addr:?}: {e}")))?
-            .connect_timeout(Duration::from_secs(3))
-            .timeout(Duration::from_secs(10))
-            .connect_lazy();
+        let c = self
+            .factory
+            .lazy(addr)
+            .map_err(|e| OmError::Internal(format!("bad OM address {addr:?}: {e}")))?;
         g.insert(addr.to_string(), c.clone());
         Ok(c)
     }

@@ -12,9 +12,9 @@ use rozone_proto::om::om_admin_server::OmAdminServer;
 use rozone_proto::om::om_ring_server::OmRingServer;
 use rozone_proto::om::om_service_server::OmServiceServer;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use rozone_rpc::Role;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
 use tracing::info;
 
 use crate::config::Config;
@@ -46,6 +46,8 @@ impl OmServer {
     /// Binds, opens the ring as the startup flags say, and starts serving.
     pub async fn start(config: Config) -> anyhow::Result<Self> {
         let config = Arc::new(config);
+        let security = config.security()?;
+        security.announce("rozone-om");
         let (node_id, om) = (config.node.id, &config.om);
         tokio::fs::create_dir_all(&config.node.data_dir)
             .await
@@ -81,15 +83,20 @@ impl OmServer {
             gc,
             OmLogic::new(node_id),
             &registry,
-            Arc::new(PeerChannels::default()),
+            Arc::new(PeerChannels::new(security.channels())),
         )
         .await
         .context("open the OM Raft group")?;
-        let node = Arc::new(OmNode::new(group.clone(), config.clone()));
+        let node = Arc::new(OmNode::new(
+            group.clone(),
+            config.clone(),
+            security.channels(),
+        ));
         let stop = CancellationToken::new();
-        let (raft, snap) = rozone_raft::server::peer_services(&registry);
+        let (raft, snap) = rozone_raft::server::peer_services(&registry, Role::Om);
         let max = om.max_request_size.as_u64() as usize;
-        let client = Server::builder()
+        let client = security
+            .server()?
             .add_service(
                 OmServiceServer::new(OmServiceImpl { node: node.clone() })
                     .max_decoding_message_size(max),
@@ -99,7 +106,7 @@ impl OmServer {
         let mut tasks = vec![
             rozone_raft::server::spawn_router(
                 "peer",
-                Server::builder().add_service(raft).add_service(snap),
+                security.server()?.add_service(raft).add_service(snap),
                 peer_l,
                 &stop,
             ),

@@ -41,7 +41,7 @@ fn config_errors_are_one_line_naming_the_key() {
 #[test]
 fn plain_start_without_a_ring_is_refused_with_the_way_out() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let out = testkit::command(BIN)
+    let out = testkit::insecure_command(BIN)
         .arg("--data-dir")
         .arg(dir.path().join("om"))
         .args([

@@ -56,8 +56,9 @@ fn write_config(dir: &Path, all: &[P], id: u64, listed: &[u64], name: &str) -> s
     path
 }
 
+/// A plaintext OM (these tests are about joining, not security).
 fn om(config: &Path, flags: &[&str]) -> Command {
-    let mut c = testkit::command(BIN);
+    let mut c = testkit::insecure_command(BIN);
     c.arg("--config").arg(config).args(flags);
     c
 }

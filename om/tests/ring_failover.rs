@@ -33,6 +33,7 @@ async fn lease_lookup(reader: &OmClient, key: &str) -> Result<pb::LookupKeyReply
             async move { OmServiceClient::new(ch).lookup_key(r).await }
         })
         .await
+        .map_err(Into::into)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 6)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rozone_config::{
     check_listen_addrs, check_peers, config_struct, listen_on, ByteSize, ConfigError, DaemonConfig,
-    HttpSection, LogFormat, LogSection, NodeSection, Peer, Problems, RaftSection,
+    HttpSection, LogFormat, LogSection, NodeSection, Peer, Problems, RaftSection, SecuritySection,
 };
 
 config_struct! {
@@ -94,6 +94,8 @@ config_struct! {
         pub http: HttpSection = HttpSection::on(9876),
         /// Log layout.
         pub log: LogSection = LogSection::default(),
+        /// Mutual TLS on every gRPC port, or (explicitly) plaintext.
+        pub security: SecuritySection = SecuritySection::default(),
         /// Members of the SCM ring, this node included. Replace `peers = []`
         /// with one table per member:
         ///   [[peers]]
@@ -113,6 +115,7 @@ impl DaemonConfig for Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = Problems::default();
         self.node.check(&mut problems);
+        self.security.check(&mut problems);
         self.raft.check(&mut problems);
         check_peers(&self.peers, self.node.id, &mut problems);
         let scm = &self.scm;
@@ -179,6 +182,17 @@ impl DaemonConfig for Config {
 
     fn log_format(&self) -> LogFormat {
         self.log.format
+    }
+}
+
+impl Config {
+    /// This process's TLS material (or plaintext when `security.insecure`), checked: the
+    /// files, and that the certificate names this scm's node id.
+    pub fn security(&self) -> anyhow::Result<rozone_rpc::Security> {
+        let s = &self.security;
+        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?;
+        sec.check_identity(rozone_rpc::Role::Scm, self.node.id)?;
+        Ok(sec)
     }
 }
 

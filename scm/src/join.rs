@@ -19,7 +19,8 @@ use rozone_proto::scm::scm_ring_client::ScmRingClient;
 use rozone_proto::scm::{AddMemberRequest, PrepareCheckpointRequest, RingInfoRequest};
 use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::{DownloadPolicy, NodeInfo, PeerChannels, StateMachineLogic};
-use tonic::transport::{Channel, Endpoint};
+use rozone_rpc::Security;
+use tonic::transport::Channel;
 use tracing::{info, warn};
 
 use crate::config::Config;
@@ -27,10 +28,10 @@ use crate::state::{ScmLogic, GROUP};
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn client(addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
-    let ch = Endpoint::from_shared(format!("http://{addr}"))
-        .with_context(|| format!("bad SCM address {addr:?}"))?
-        .connect_timeout(Duration::from_secs(5))
+async fn client(security: &Security, addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
+    let ch = security
+        .channels()
+        .endpoint(addr)?
         .timeout(RPC_TIMEOUT)
         .connect()
         .await
@@ -40,10 +41,11 @@ async fn client(addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
 
 /// The client address of the ring's leader and the ring id, as seen by any listed peer.
 async fn find_leader(config: &Config) -> anyhow::Result<(String, RingId)> {
+    let security = &config.security()?;
     let mut errors = Vec::new();
     for p in config.peers.iter().filter(|p| p.id != config.node.id) {
         match async {
-            let r = client(&p.client_addr)
+            let r = client(security, &p.client_addr)
                 .await?
                 .ring_info(RingInfoRequest {})
                 .await?;
@@ -54,7 +56,7 @@ async fn find_leader(config: &Config) -> anyhow::Result<(String, RingId)> {
             Ok(r) if !r.leader_client_addr.is_empty() => {
                 let leader = r.leader_client_addr;
                 // The ring id as the leader itself records it.
-                let ring = client(&leader)
+                let ring = client(security, &leader)
                     .await?
                     .ring_info(RingInfoRequest {})
                     .await?
@@ -78,9 +80,10 @@ async fn find_leader(config: &Config) -> anyhow::Result<(String, RingId)> {
 /// Step 2: take the leader's checkpoint as this node's state (Raft not started yet).
 pub async fn take_leader_checkpoint(config: &Config, mut leader: String) -> anyhow::Result<()> {
     let scm = &config.scm;
+    let security = &config.security()?;
     let mut last = String::new();
     for attempt in 1..=scm.bootstrap_attempts {
-        let prep = match client(&leader).await {
+        let prep = match client(security, &leader).await {
             Ok(mut c) => c.prepare_checkpoint(PrepareCheckpointRequest {}).await,
             Err(e) => Err(tonic::Status::unavailable(format!("{e:#}"))),
         };
@@ -95,7 +98,7 @@ pub async fn take_leader_checkpoint(config: &Config, mut leader: String) -> anyh
                 rozone_raft::download::bootstrap_from_checkpoint(
                     &config.node.data_dir.join("raft"),
                     &cfs,
-                    &PeerChannels::default(),
+                    &PeerChannels::new(security.channels()),
                     &r.checkpoint_addr,
                     GROUP,
                     &policy,
@@ -147,7 +150,11 @@ impl JoinHooks for ScmJoin {
         ask: &'a JoinAsk,
     ) -> BoxFuture<'a, Result<(), tonic::Status>> {
         async move {
-            let mut c = client(leader)
+            let security = self
+                .config
+                .security()
+                .map_err(|e| tonic::Status::failed_precondition(format!("{e:#}")))?;
+            let mut c = client(&security, leader)
                 .await
                 .map_err(|e| tonic::Status::unavailable(format!("{e:#}")))?;
             c.add_member(AddMemberRequest {

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use rozone_rpc::Role;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Server;
 use tracing::info;
 
 use rozone_proto::scm::scm_admin_server::ScmAdminServer;
@@ -49,6 +49,8 @@ pub struct ScmServer {
 impl ScmServer {
     /// Binds the listeners and opens the Raft group; with `init`, creates the ring.
     pub async fn start(config: &Config) -> anyhow::Result<Self> {
+        let security = config.security()?;
+        security.announce("rozone-scm");
         let (peer_l, peer_addr) = rozone_raft::server::bind(&config.scm.peer_addr.to_string())
             .await
             .with_context(|| format!("bind scm.peer_addr {}", config.scm.peer_addr))?;
@@ -100,12 +102,13 @@ impl ScmServer {
             .peers_closed();
 
         let registry = GroupRegistry::default();
-        let group = RaftGroup::start(gc, ScmLogic, &registry, Arc::new(PeerChannels::default()))
+        let channels = Arc::new(PeerChannels::new(security.channels()));
+        let group = RaftGroup::start(gc, ScmLogic, &registry, channels)
             .await
             .context("open the SCM Raft group")?;
         let stop = CancellationToken::new();
         let node = ScmNode::new(group.clone(), config.scm.clone());
-        let (raft, snap) = rozone_raft::server::peer_services(&registry);
+        let (raft, snap) = rozone_raft::server::peer_services(&registry, Role::Scm);
         let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(RingService {
             group: group.clone(),
             checkpoint_addr: checkpoint_adv,
@@ -113,7 +116,8 @@ impl ScmServer {
         let servers = vec![
             rozone_raft::server::spawn_router(
                 "peer",
-                Server::builder()
+                security
+                    .server()?
                     .add_service(raft)
                     .add_service(snap.clone()),
                 peer_l,
@@ -121,13 +125,14 @@ impl ScmServer {
             ),
             rozone_raft::server::spawn_router(
                 "checkpoint",
-                Server::builder().add_service(snap),
+                security.server()?.add_service(snap),
                 cp_l,
                 &stop,
             ),
             rozone_raft::server::spawn_router(
                 "client",
-                Server::builder()
+                security
+                    .server()?
                     .add_service(ring_svc)
                     .add_service(ScmDatanodeServer::new(DatanodeService(node.clone())))
                     .add_service(ScmBlockServer::new(BlockService(node.clone())))

@@ -42,8 +42,9 @@ fn config_errors_are_one_line_naming_the_key() {
     );
 }
 
+/// A plaintext SCM (these tests are about startup and HTTP, not security).
 fn scm(data_dir: &std::path::Path, extra: &[&str]) -> std::process::Command {
-    let mut c = testkit::command(BIN);
+    let mut c = testkit::insecure_command(BIN);
     c.arg("--data-dir")
         .arg(data_dir)
         .args([
@@ -148,7 +149,7 @@ fn second_scm_joins_by_checkpoint_with_bootstrap() {
     let c2 = ring_config(dir.path(), &n2, &[&n1, &n2]);
 
     let mut s1 = testkit::Daemon::spawn({
-        let mut c = testkit::command(BIN);
+        let mut c = testkit::insecure_command(BIN);
         c.arg("--config").arg(&c1).arg("--init");
         c
     })
@@ -157,7 +158,7 @@ fn second_scm_joins_by_checkpoint_with_bootstrap() {
         .expect("scm1 created the cluster");
 
     let mut s2 = testkit::Daemon::spawn({
-        let mut c = testkit::command(BIN);
+        let mut c = testkit::insecure_command(BIN);
         c.arg("--config").arg(&c2).arg("--bootstrap");
         c
     })
@@ -210,7 +211,7 @@ fn http_get(port: u16, path: &str) -> String {
 fn http_endpoint_reports_health_readiness_and_metrics() {
     let dir = tempfile::tempdir().expect("temp dir");
     let port = free_port();
-    let mut c = testkit::command(BIN);
+    let mut c = testkit::insecure_command(BIN);
     c.arg("--data-dir")
         .arg(dir.path().join("scm"))
         .args([

@@ -43,7 +43,11 @@ impl Ports {
 }
 
 fn config(dir: &std::path::Path, me: &Ports, ring: &[&Ports]) -> Config {
-    let mut c = Config::default();
+    // Plaintext: not a security test (mutual TLS is tested in client/tests/security*.rs).
+    let mut c = Config {
+        security: rozone_config::SecuritySection::insecure(),
+        ..Config::default()
+    };
     c.node.id = me.id;
     c.node.data_dir = dir.join(format!("scm{}", me.id));
     c.scm.client_addr = format!("127.0.0.1:{}", me.client).parse().unwrap();

@@ -4,7 +4,8 @@
 //! directory, its own peer gRPC server on 127.0.0.1 and its own channel cache, so traffic
 //! between members is real gRPC over loopback. The state machine is any
 //! `StateMachineLogic` (the SCM's tests use theirs); by default [`KvLogic`], a small
-//! key-value store over two column families.
+//! key-value store over two column families. Plaintext (insecure): these tests are about
+//! Raft, not security (the peer port's mutual TLS is tested on the daemons).
 
 pub mod kv;
 
@@ -119,7 +120,7 @@ impl<L: StateMachineLogic + Default> RaftCluster<L> {
         cfg.download.pause = Duration::from_millis(200);
         (self.tune)(&mut cfg);
         let registry = GroupRegistry::default();
-        let channels = Arc::new(PeerChannels::default());
+        let channels = Arc::new(PeerChannels::new(rozone_rpc::ChannelFactory::insecure()));
         // A member just stopped may still hold its RocksDB lock for a moment (its last
         // background task drops the handle): retry that one error, within the wait bound.
         let deadline = tokio::time::Instant::now() + WAIT;
@@ -133,9 +134,15 @@ impl<L: StateMachineLogic + Default> RaftCluster<L> {
         };
         let (tx, rx) = oneshot::channel();
         let server = tokio::spawn(async move {
-            let _ = rozone_raft::server::serve_peer(listener, registry, async {
-                let _ = rx.await;
-            })
+            let _ = rozone_raft::server::serve_peer(
+                listener,
+                registry,
+                &rozone_rpc::Security::insecure(),
+                rozone_rpc::Role::Scm,
+                async {
+                    let _ = rx.await;
+                },
+            )
             .await;
         });
         self.members.insert(
@@ -165,7 +172,7 @@ impl<L: StateMachineLogic + Default> RaftCluster<L> {
         rozone_raft::download::bootstrap_from_checkpoint(
             &self.root.path().join(format!("n{id}")),
             &cfs,
-            &PeerChannels::default(),
+            &PeerChannels::new(rozone_rpc::ChannelFactory::insecure()),
             &source,
             GROUP,
             policy,

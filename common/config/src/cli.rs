@@ -37,6 +37,11 @@ pub struct CommonArgs {
     /// Sets http.addr: the /metrics, /health and /ready listener.
     #[arg(long, value_name = "ADDR")]
     pub http_addr: Option<SocketAddr>,
+
+    /// Sets security.insecure: plaintext gRPC trusting every caller (test
+    /// clusters only; logged loudly at start).
+    #[arg(long)]
+    pub insecure: bool,
 }
 
 impl CommonArgs {
@@ -46,7 +51,8 @@ impl CommonArgs {
         flags
             .flag("node.id", self.node_id)
             .flag_path("node.data_dir", self.data_dir.as_deref())
-            .flag("http.addr", self.http_addr);
+            .flag("http.addr", self.http_addr)
+            .flag("security.insecure", self.insecure.then_some(true));
         flags
     }
 }

@@ -22,6 +22,7 @@ mod error;
 mod load;
 mod sample;
 mod sections;
+mod security;
 
 pub use bytesize::ByteSize;
 pub use cli::{CommonArgs, Overrides};
@@ -34,6 +35,7 @@ pub use sections::{
     check_host_port, check_host_ports, check_listen_addrs, check_peers, leader_lease, listen_on,
     HttpSection, LogFormat, LogSection, NodeSection, Peer, RaftSection,
 };
+pub use security::SecuritySection;
 
 /// `#[serde(with = "rozone_config::duration")]`: durations written the way
 /// people say them (`"150ms"`, `"5s"`, `"1h 30m"`), not as seconds + nanos.

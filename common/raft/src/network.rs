@@ -20,9 +20,10 @@ use openraft::raft::{
 use openraft::OptionalSend;
 use rozone_proto::raft::raft_service_client::RaftServiceClient;
 use rozone_proto::raft::{RaftReply, RaftRequest};
+use rozone_rpc::ChannelFactory;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use crate::codec::{decode, encode};
 use crate::snapshot::Checkpoint;
@@ -31,16 +32,30 @@ use crate::wire::{Reply, SnapshotOffer};
 
 type RpcErr = RPCError<TypeConfig>;
 
-/// Process-wide cache of gRPC channels by peer address.
-#[derive(Default)]
+/// Process-wide cache of gRPC channels by peer address, built by the process's
+/// [`ChannelFactory`] (mutual TLS with its certificate unless it runs insecure).
 pub struct PeerChannels {
     map: Mutex<HashMap<String, Channel>>,
+    factory: ChannelFactory,
 }
 
 impl PeerChannels {
+    /// No channel yet; each will come from `factory`.
+    pub fn new(factory: ChannelFactory) -> Self {
+        Self {
+            map: Mutex::default(),
+            factory,
+        }
+    }
+
+    /// The factory channels come from.
+    pub fn factory(&self) -> &ChannelFactory {
+        &self.factory
+    }
+
     /// The channel for `addr` (`host:port`), created lazily: connecting happens on first use
     /// and after failures, inside tonic.
-    pub fn get(&self, addr: &str) -> Result<Channel, tonic::transport::Error> {
+    pub fn get(&self, addr: &str) -> Result<Channel, rozone_rpc::RpcError> {
         let mut g = match self.map.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
@@ -48,13 +63,7 @@ impl PeerChannels {
         if let Some(c) = g.get(addr) {
             return Ok(c.clone());
         }
-        let ch = Endpoint::from_shared(format!("http://{addr}"))?
-            .connect_timeout(Duration::from_secs(2))
-            .tcp_nodelay(true)
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .initial_stream_window_size(Some(4 << 20))
-            .initial_connection_window_size(Some(16 << 20))
-            .connect_lazy();
+        let ch = self.factory.lazy(addr)?;
         g.insert(addr.to_string(), ch.clone());
         Ok(ch)
     }

@@ -8,6 +8,8 @@ use rozone_proto::raft::snapshot_service_server::SnapshotServiceServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
+use rozone_rpc::{Role, Security};
+
 use crate::registry::GroupRegistry;
 use crate::service::{RaftServiceImpl, SnapshotServiceImpl};
 
@@ -20,8 +22,10 @@ pub async fn bind(addr: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
 
 /// The tonic services of the peer port, for callers that add their own services to the
 /// same server.
+/// Only certificates of `role` (the ring's members) may call them.
 pub fn peer_services(
     registry: &GroupRegistry,
+    role: Role,
 ) -> (
     RaftServiceServer<RaftServiceImpl>,
     SnapshotServiceServer<SnapshotServiceImpl>,
@@ -29,11 +33,13 @@ pub fn peer_services(
     (
         RaftServiceServer::new(RaftServiceImpl {
             registry: registry.clone(),
+            role,
         })
         .max_decoding_message_size(256 << 20)
         .max_encoding_message_size(256 << 20),
         SnapshotServiceServer::new(SnapshotServiceImpl {
             registry: registry.clone(),
+            role,
         }),
     )
 }
@@ -52,19 +58,23 @@ pub fn nodelay_incoming(
     })
 }
 
-/// Serves the peer port until `shutdown` resolves.
+/// Serves the peer port until `shutdown` resolves, with `security` (mutual TLS, only
+/// certificates of `role`) or plaintext.
 pub async fn serve_peer(
     listener: TcpListener,
     registry: GroupRegistry,
+    security: &Security,
+    role: Role,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), tonic::transport::Error> {
-    let (raft, snap) = peer_services(&registry);
-    tonic::transport::Server::builder()
-        .tcp_nodelay(true)
+) -> anyhow::Result<()> {
+    let (raft, snap) = peer_services(&registry, role);
+    security
+        .server()?
         .add_service(raft)
         .add_service(snap)
         .serve_with_incoming_shutdown(nodelay_incoming(listener), shutdown)
-        .await
+        .await?;
+    Ok(())
 }
 
 /// Serves `router` on `listener` (Nagle off) until `stop` is cancelled, as a task; a server

@@ -1,5 +1,13 @@
 //! Server side of the Raft transport: one gRPC service per process, routing each RPC to its
 //! group by id and checking the target node id (a misaddressed RPC can make openraft panic).
+//!
+//! Authorization (mutual TLS): only certificates of the ring's role (`scm` on an SCM,
+//! `om` on an OM, `datanode` on a datanode) may call, and a Raft RPC only as the node its
+//! certificate names: `from` and the sender inside the payload (the vote's node) must be
+//! the certificate's id, so a member cannot speak for another and an outsider (a client,
+//! another ring's member, a forged snapshot offer) is refused before anything changes.
+//! Snapshot downloads need the ring's role only: a member joining by checkpoint fetches
+//! before it is in the membership.
 
 use std::pin::Pin;
 
@@ -9,6 +17,8 @@ use rozone_proto::raft::raft_service_server::RaftService;
 use rozone_proto::raft::snapshot_chunk::Kind;
 use rozone_proto::raft::snapshot_service_server::SnapshotService;
 use rozone_proto::raft::{FetchSnapshotRequest, FileChunk, RaftReply, RaftRequest, SnapshotChunk};
+use rozone_rpc::auth::{require_node, require_role};
+use rozone_rpc::Role;
 use serde::Serialize;
 use tokio::io::AsyncReadExt;
 use tonic::{Request, Response, Status, Streaming};
@@ -31,6 +41,31 @@ fn payload<T: serde::de::DeserializeOwned>(req: &RaftRequest) -> Result<T, Statu
 #[derive(Clone)]
 pub struct RaftServiceImpl {
     pub registry: GroupRegistry,
+    /// The role whose certificates may call (the ring's members).
+    pub role: Role,
+}
+
+impl RaftServiceImpl {
+    /// The caller's certificate must be the ring role's, with the id of `req.from`.
+    fn check_sender<T>(
+        &self,
+        call: &Request<T>,
+        req: &RaftRequest,
+        what: &str,
+    ) -> Result<(), Status> {
+        require_node(call, self.role, req.from, what)
+    }
+}
+
+/// The sender a payload names (the vote's node) must be the request's `from`.
+fn same_sender(req: &RaftRequest, payload_node: u64, what: &str) -> Result<(), Status> {
+    if payload_node != req.from {
+        return Err(Status::permission_denied(format!(
+            "{what}: the payload speaks for node {payload_node} but the request comes from node {}",
+            req.from
+        )));
+    }
+    Ok(())
 }
 
 type ReplyStream = Pin<Box<dyn Stream<Item = Result<RaftReply, Status>> + Send>>;
@@ -38,18 +73,22 @@ type ChunkStream = Pin<Box<dyn Stream<Item = Result<SnapshotChunk, Status>> + Se
 
 #[tonic::async_trait]
 impl RaftService for RaftServiceImpl {
-    async fn vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
-        let req = req.into_inner();
+    async fn vote(&self, call: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        self.check_sender(&call, call.get_ref(), "raft vote")?;
+        let req = call.into_inner();
         let g = self.registry.route(&req)?;
-        let v: VoteRequest<_> = payload(&req)?;
+        let v: VoteRequest<crate::types::TypeConfig> = payload(&req)?;
+        same_sender(&req, v.vote.leader_id().node_id, "raft vote")?;
         let r = g.vote(v).await;
         Ok(Response::new(reply(&r)?))
     }
 
-    async fn pre_vote(&self, req: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
-        let req = req.into_inner();
+    async fn pre_vote(&self, call: Request<RaftRequest>) -> Result<Response<RaftReply>, Status> {
+        self.check_sender(&call, call.get_ref(), "raft pre-vote")?;
+        let req = call.into_inner();
         let g = self.registry.route(&req)?;
-        let v: VoteRequest<_> = payload(&req)?;
+        let v: VoteRequest<crate::types::TypeConfig> = payload(&req)?;
+        same_sender(&req, v.vote.leader_id().node_id, "raft pre-vote")?;
         let r = g.pre_vote(v).await;
         Ok(Response::new(reply(&r)?))
     }
@@ -60,15 +99,25 @@ impl RaftService for RaftServiceImpl {
         &self,
         req: Request<Streaming<RaftRequest>>,
     ) -> Result<Response<ReplyStream>, Status> {
+        let caller = rozone_rpc::Caller::of(&req)?;
         let mut input = req.into_inner();
         // The first message routes the whole stream.
         let Some(first) = input.next().await else {
             return Ok(Response::new(Box::pin(futures::stream::empty())));
         };
         let first = first?;
+        if let Some(c) = caller {
+            if c.role != self.role || c.id != first.from {
+                return Err(Status::permission_denied(format!(
+                    "raft append as {}-{} needs that node's certificate; the caller is {c}",
+                    self.role, first.from
+                )));
+            }
+        }
         let g = self.registry.route(&first)?;
         let group = first.group_id.clone();
         let target = first.target;
+        let from = first.from;
         append_hold_failpoint(target).await;
         let (meta_tx, mut meta_rx) = tokio::sync::mpsc::unbounded_channel();
         // Decode requests; remember (leader, term, leader_commit) of each, in order, so the
@@ -76,8 +125,9 @@ impl RaftService for RaftServiceImpl {
         let reqs = futures::stream::once(async move { Ok(first) })
             .chain(input)
             .take_while(move |r| {
+                // Every message of the stream comes from the node that opened it.
                 let ok = match r {
-                    Ok(r) => r.group_id == group && r.target == target,
+                    Ok(r) => r.group_id == group && r.target == target && r.from == from,
                     Err(_) => false,
                 };
                 async move { ok }
@@ -88,6 +138,8 @@ impl RaftService for RaftServiceImpl {
                         &r.payload,
                     )
                     .ok()
+                    // An append in the name of another leader ends the stream.
+                    .filter(|d| d.vote.leader_id().node_id == from)
                 });
                 if let Some(d) = &decoded {
                     let leader = d.vote.leader_id().node_id;
@@ -117,20 +169,23 @@ impl RaftService for RaftServiceImpl {
 
     async fn install_snapshot(
         &self,
-        req: Request<RaftRequest>,
+        call: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
-        let req = req.into_inner();
+        self.check_sender(&call, call.get_ref(), "raft snapshot offer")?;
+        let req = call.into_inner();
         let g = self.registry.route(&req)?;
         let offer: SnapshotOffer = payload(&req)?;
+        same_sender(&req, offer.vote.leader_id().node_id, "raft snapshot offer")?;
         let r = g.receive_snapshot(offer).await;
         Ok(Response::new(reply(&r)?))
     }
 
     async fn transfer_leader(
         &self,
-        req: Request<RaftRequest>,
+        call: Request<RaftRequest>,
     ) -> Result<Response<RaftReply>, Status> {
-        let req = req.into_inner();
+        self.check_sender(&call, call.get_ref(), "raft leader transfer")?;
+        let req = call.into_inner();
         let g = self.registry.route(&req)?;
         let t: TransferLeaderRequest<_> = payload(&req)?;
         let r = g.transfer_leader(t).await.map_err(|e| e.to_string());
@@ -163,6 +218,8 @@ async fn append_hold_failpoint(target: u64) {
 #[derive(Clone)]
 pub struct SnapshotServiceImpl {
     pub registry: GroupRegistry,
+    /// The role whose certificates may download (the ring's members and joiners).
+    pub role: Role,
 }
 
 const CHUNK: usize = 1 << 20;
@@ -175,6 +232,7 @@ impl SnapshotService for SnapshotServiceImpl {
         &self,
         req: Request<FetchSnapshotRequest>,
     ) -> Result<Response<ChunkStream>, Status> {
+        require_role(&req, &[self.role], "snapshot download")?;
         let req = req.into_inner();
         let g = self
             .registry

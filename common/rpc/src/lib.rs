@@ -1,11 +1,35 @@
-//! rozone-rpc: how a rozone service refuses a call the client should retry elsewhere or
-//! later, and how a client reads that refusal. Light on purpose (tonic only): the CLI and
-//! the typed clients use it without linking RocksDB or openraft.
+//! rozone-rpc: how one rozone process calls another, and how a service refuses.
+//!
+//! - [`ChannelFactory`] ([`channel`]): the one place a tonic channel is built — one set of
+//!   timeouts and keepalives, and the process's certificate presented over mutual TLS unless
+//!   the process runs insecure.
+//! - [`Ring`] ([`ring`]): calls to a replicated ring (SCM, OM) that find the leader and
+//!   survive its change; the CLI, the OM's SCM client and the datanode's heartbeat use it.
+//! - [`is_retryable`]: the one rule for "try another member or later".
+//! - [`tls`]: the `security` files (cluster CA, this process's certificate and key),
+//!   checked at start; [`pki`]: creating the CA and issuing certificates; [`auth`]: the
+//!   caller's role and id from its certificate, checked at each service's edge.
 //!
 //! A retryable refusal is `UNAVAILABLE` with two metadata entries: [`RETRY_REASON`]
 //! (`not-leader` or `leader-not-ready`) and, when the refusing node knows one,
 //! [`LEADER_HINT`] (the leader's client address). Clients branch on the metadata, never on
 //! message text.
+//!
+//! Light on purpose (tonic, tokio and the certificate crates): the CLI and the typed
+//! clients use it without linking RocksDB or openraft.
+
+pub mod auth;
+pub mod channel;
+pub mod error;
+pub mod pki;
+pub mod ring;
+pub mod tls;
+
+pub use auth::{Caller, Role};
+pub use channel::ChannelFactory;
+pub use error::RpcError;
+pub use ring::{RetryPolicy, Ring};
+pub use tls::Security;
 
 use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
@@ -55,10 +79,37 @@ pub fn retry_reason(s: &Status) -> Option<&str> {
     s.metadata().get(RETRY_REASON).and_then(|v| v.to_str().ok())
 }
 
-/// Whether a client should retry the call on another member or after a pause: a
-/// leadership refusal, or the node could not be reached in time.
+/// Whether a caller should retry the call on another member or after a pause: a
+/// leadership refusal, the node could not be reached in time, or the connection broke under
+/// the call (tonic reports a reset stream or a closed connection as `UNKNOWN`/`CANCELLED`/
+/// `INTERNAL` with a transport error as its source, not as `UNAVAILABLE`). Every retry loop
+/// in rozone decides with this one rule.
 pub fn is_retryable(s: &Status) -> bool {
-    retry_reason(s).is_some() || matches!(s.code(), Code::Unavailable | Code::DeadlineExceeded)
+    retry_reason(s).is_some()
+        || matches!(s.code(), Code::Unavailable | Code::DeadlineExceeded)
+        || (matches!(s.code(), Code::Unknown | Code::Cancelled | Code::Internal)
+            && is_transport_failure(s))
+}
+
+fn is_transport_failure(s: &Status) -> bool {
+    let mut source = std::error::Error::source(s);
+    while let Some(e) = source {
+        if e.is::<tonic::transport::Error>() || e.is::<std::io::Error>() {
+            return true;
+        }
+        // hyper and h2 are not our dependencies: recognise them by type name.
+        let name = format!("{e:?}");
+        if name.starts_with("hyper::Error") || name.starts_with("h2::Error") || name.contains("Io(")
+        {
+            return true;
+        }
+        source = e.source();
+    }
+    let m = s.message();
+    m.contains("transport error")
+        || m.contains("connection")
+        || m.contains("broken pipe")
+        || m.contains("h2 protocol error")
 }
 
 #[cfg(test)]

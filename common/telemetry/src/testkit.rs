@@ -26,6 +26,14 @@ pub fn command(bin: impl AsRef<OsStr>) -> Command {
     command
 }
 
+/// [`command`] for a daemon run plaintext (`security.insecure = true`, set through the
+/// environment): for tests that are not about security, so they need no certificates.
+pub fn insecure_command(bin: impl AsRef<OsStr>) -> Command {
+    let mut command = command(bin);
+    command.env("ROZONE_SECURITY__INSECURE", "true");
+    command
+}
+
 #[derive(Default)]
 struct Output {
     text: String,
@@ -165,7 +173,8 @@ impl Drop for Daemon {
 /// asserts a clean exit (code 0, "stopped" logged) within [`TIMEOUT`].
 pub fn assert_starts_and_stops_on_sigterm<S: AsRef<OsStr>>(bin: &str, args: &[S]) {
     let mut daemon = match Daemon::spawn({
-        let mut command = command(bin);
+        // Plaintext: this checks the process lifecycle, not TLS.
+        let mut command = insecure_command(bin);
         command.args(args);
         command
     }) {

@@ -167,7 +167,7 @@ impl Pipelines {
             root,
             store,
             registry,
-            channels: Arc::new(PeerChannels::default()),
+            channels: Arc::new(PeerChannels::new(clients.factory().clone())),
             clients,
             raft,
             map: Mutex::new(HashMap::new()),

@@ -2,12 +2,17 @@
 //! the pipeline's ready leader, which runs the leader's write stage
 //! ([`crate::pipeline::leader`]) and commits one log entry per write; reads are served by
 //! any replica from its committed data. Handlers convert, call, and convert back.
+//!
+//! Authorization (mutual TLS): only data clients (`client`, `admin`, `s3g` certificates);
+//! block tokens (which block, which mode) are not checked yet (docs/security.md).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::container_server::Container;
+use rozone_rpc::auth::require_role;
+use rozone_rpc::Role;
 use rozone_types::BlockId;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -18,6 +23,9 @@ use crate::node::{Node, NodeRef};
 use crate::pipeline::Pipeline;
 use crate::store::blocking;
 use crate::types::MAX_CHUNK;
+
+/// Who may read and write chunks on the container port.
+const DATA_ROLES: &[Role] = &[Role::Client, Role::Admin, Role::S3g];
 
 pub struct ContainerService {
     pub node: NodeRef,
@@ -36,6 +44,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::WriteChunkRequest>,
     ) -> Result<Response<pb::WriteChunkReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(write_chunk(&node, req.into_inner()).await?))
     }
@@ -44,6 +53,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::PutBlockRequest>,
     ) -> Result<Response<pb::PutBlockReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(put_block(&node, req.into_inner()).await?))
     }
@@ -52,6 +62,7 @@ impl Container for ContainerService {
         &self,
         req: Request<Streaming<pb::StreamBlockRequest>>,
     ) -> Result<Response<pb::StreamBlockReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(stream_block(&node, req.into_inner()).await?))
     }
@@ -60,6 +71,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::GetBlockRequest>,
     ) -> Result<Response<pb::GetBlockReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(get_block(&node, req.into_inner()).await?))
     }
@@ -68,6 +80,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::ReadChunkRequest>,
     ) -> Result<Response<pb::ReadChunkReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(read_chunk(&node, req.into_inner()).await?))
     }
@@ -76,6 +89,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::GetCommittedBlockLengthRequest>,
     ) -> Result<Response<pb::GetCommittedBlockLengthReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(
             get_committed_block_length(&node, req.into_inner()).await?,
@@ -86,6 +100,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::GetContainerRequest>,
     ) -> Result<Response<pb::GetContainerReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(get_container(&node, req.into_inner())?))
     }
@@ -94,6 +109,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::ListBlocksRequest>,
     ) -> Result<Response<pb::ListBlocksReply>, Status> {
+        require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
         Ok(Response::new(list_blocks(&node, req.into_inner()).await?))
     }

@@ -1,9 +1,11 @@
 //! The PipelineData service (pipeline Raft port): the leader pushes chunk bytes to a
 //! follower's write stage ([`crate::pipeline::follower`]); a follower missing bytes for an
-//! entry pulls them from another member.
+//! entry pulls them from another member. Only datanode certificates may call (mutual TLS).
 
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::pipeline_data_server::PipelineData;
+use rozone_rpc::auth::require_role;
+use rozone_rpc::Role;
 use rozone_types::BlockId;
 use tonic::{Request, Response, Status};
 
@@ -25,6 +27,7 @@ impl PipelineData for PeerService {
         &self,
         req: Request<pb::PushChunkRequest>,
     ) -> Result<Response<pb::PushChunkReply>, Status> {
+        require_role(&req, &[Role::Datanode], "pipeline data")?;
         let node = node(&self.node)?;
         push_chunk(&node, req.into_inner()).await?;
         Ok(Response::new(pb::PushChunkReply {}))
@@ -34,6 +37,7 @@ impl PipelineData for PeerService {
         &self,
         req: Request<pb::PullChunkRequest>,
     ) -> Result<Response<pb::PullChunkReply>, Status> {
+        require_role(&req, &[Role::Datanode], "pipeline data")?;
         let node = node(&self.node)?;
         Ok(Response::new(pull_chunk(&node, req.into_inner()).await?))
     }

@@ -121,6 +121,11 @@ impl Replication for ReplicationService {
         &self,
         req: Request<pb::PullContainerRequest>,
     ) -> Result<Response<Self::PullContainerStream>, Status> {
+        rozone_rpc::auth::require_role(
+            &req,
+            &[rozone_rpc::Role::Datanode],
+            "container replication",
+        )?;
         let cid = req.into_inner().container_id;
         let node = node(&self.node)?;
         let (d, blocks, dir) = exportable(&node.store, cid)?;

@@ -235,7 +235,11 @@ pub struct Cluster {
 }
 
 fn config(dir: &std::path::Path, id: u64, scm: &str) -> Config {
-    let mut c = Config::default();
+    // Plaintext: not a security test (mutual TLS is tested in client/tests/security*.rs).
+    let mut c = Config {
+        security: rozone_config::SecuritySection::insecure(),
+        ..Config::default()
+    };
     c.node.id = id;
     c.node.data_dir = dir.join(format!("dn{id}"));
     let addr = |p: u16| format!("127.0.0.1:{p}").parse().unwrap();

@@ -126,6 +126,7 @@ impl OmAdmin for AdminService {
         &self,
         r: Request<pb::TransferLeaderRequest>,
     ) -> Result<Response<pb::TransferLeaderReply>, Status> {
+        rozone_rpc::auth::require_role(&r, &[rozone_rpc::Role::Admin], "TransferLeader")?;
         let to = r.into_inner().node_id;
         let node = &self.node;
         node.require_ready_leader()?;
@@ -158,6 +159,7 @@ impl OmAdmin for AdminService {
         &self,
         r: Request<pb::DecommissionRequest>,
     ) -> Result<Response<pb::DecommissionReply>, Status> {
+        rozone_rpc::auth::require_role(&r, &[rozone_rpc::Role::Admin], "Decommission")?;
         let target = r.into_inner().node_id;
         let node = &self.node;
         let g = &node.group;

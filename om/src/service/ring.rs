@@ -1,6 +1,10 @@
 //! The `OmRing` service: what a bootstrapping OM asks every OM in its config before it
 //! joins (their [[peers]] and Raft membership, whether they know it), and the leader's
 //! part of joining (checkpoint, adding the member). Also the read index for follower reads.
+//!
+//! Authorization (mutual TLS): checkpoints and read indexes only for OMs; a member is added
+//! by an admin, or by the joining OM itself (its certificate's id is the member's; `force`
+//! included: the operator who started it with `--force` holds its certificate).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,6 +13,8 @@ use std::time::Duration;
 use rozone_proto::om as pb;
 use rozone_proto::om::om_ring_server::OmRing;
 use rozone_raft::join::Joiner;
+use rozone_rpc::auth::{require_node, require_role};
+use rozone_rpc::Role;
 use tonic::{Request, Response, Status};
 
 use super::admin::role_of;
@@ -85,8 +91,9 @@ impl OmRing for RingService {
 
     async fn prepare_checkpoint(
         &self,
-        _req: Request<pb::PrepareCheckpointRequest>,
+        req: Request<pb::PrepareCheckpointRequest>,
     ) -> Result<Response<pb::PrepareCheckpointReply>, Status> {
+        require_role(&req, &[Role::Om, Role::Admin], "PrepareCheckpoint")?;
         let g = &self.node.group;
         g.read_barrier().await.map_err(OmError::from)?;
         let applied_index = g.snapshot_now(WAIT).await.map_err(OmError::from)?;
@@ -104,6 +111,9 @@ impl OmRing for RingService {
         &self,
         req: Request<pb::AddMemberRequest>,
     ) -> Result<Response<pb::AddMemberReply>, Status> {
+        if require_role(&req, &[Role::Admin], "AddMember").is_err() {
+            require_node(&req, Role::Om, req.get_ref().id, "AddMember")?;
+        }
         let r = req.into_inner();
         if r.id == 0 || r.peer_addr.is_empty() || r.client_addr.is_empty() {
             return Err(Status::invalid_argument(
@@ -145,8 +155,9 @@ impl OmRing for RingService {
 
     async fn read_index(
         &self,
-        _req: Request<pb::ReadIndexRequest>,
+        req: Request<pb::ReadIndexRequest>,
     ) -> Result<Response<pb::ReadIndexReply>, Status> {
+        require_role(&req, &[Role::Om], "ReadIndex")?;
         let g = &self.node.group;
         g.read_barrier().await.map_err(OmError::from)?;
         let m = g.metrics();

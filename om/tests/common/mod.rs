@@ -130,7 +130,11 @@ pub fn peers(n: u64) -> Vec<Peer> {
 
 /// A config for member `id` of `peers`, data under `root`, fast Raft timing.
 pub fn config(root: &std::path::Path, id: u64, peers: &[Peer], scm: SocketAddr) -> Config {
-    let mut c = Config::default();
+    // Plaintext: not a security test (mutual TLS is tested in client/tests/security*.rs).
+    let mut c = Config {
+        security: rozone_config::SecuritySection::insecure(),
+        ..Config::default()
+    };
     c.node.id = id;
     c.node.data_dir = root.join(format!("om{id}"));
     let me = peers.iter().find(|p| p.id == id).expect("peer listed");
@@ -286,9 +290,15 @@ pub async fn admin_client(
 }
 
 /// A client of the OMs at `addrs`, made as the CLI makes one (the `rozone-client` crate:
-/// leader failover, hints followed, 30 s per call).
+/// leader failover, hints followed, 30 s per call), plaintext like these test clusters.
 pub fn ring_client(addrs: &[String]) -> OmClient {
-    let ring = rozone_client::Ring::new("OM", addrs, RetryPolicy::default()).expect("OM addresses");
+    let ring = rozone_client::Ring::new(
+        "OM",
+        addrs,
+        RetryPolicy::default(),
+        rozone_client::ChannelFactory::insecure(),
+    )
+    .expect("OM addresses");
     OmClient::new(ring)
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_admin_server::ScmAdmin;
+use rozone_rpc::auth::require_role;
+use rozone_rpc::Role;
 use tonic::{Request, Response, Status};
 
 use crate::cluster::replication::Verdict;
@@ -42,6 +44,7 @@ impl ScmAdmin for AdminService {
         &self,
         req: Request<pb::TransferLeaderRequest>,
     ) -> Result<Response<pb::TransferLeaderReply>, Status> {
+        require_role(&req, &[Role::Admin], "TransferLeader")?;
         let to = need_id(req.into_inner().node_id, "node_id")?;
         let g = &self.0.group;
         if !g.is_ready_leader() {
@@ -156,6 +159,7 @@ impl ScmAdmin for AdminService {
         &self,
         req: Request<pb::CloseContainerRequest>,
     ) -> Result<Response<pb::CloseContainerReply>, Status> {
+        require_role(&req, &[Role::Admin], "CloseContainer")?;
         let id = need_id(req.into_inner().container_id, "container_id")?;
         drop(self.0.lead()?);
         let c = self
@@ -267,8 +271,9 @@ impl ScmAdmin for AdminService {
 
     async fn force_exit_safe_mode(
         &self,
-        _req: Request<pb::ForceExitSafeModeRequest>,
+        req: Request<pb::ForceExitSafeModeRequest>,
     ) -> Result<Response<pb::ForceExitSafeModeReply>, Status> {
+        require_role(&req, &[Role::Admin], "ForceExitSafeMode")?;
         // Recorded in the ring before it takes effect: a leader change right after still
         // finds the ring out of safe mode.
         let was = self.0.leave_safe_mode(true).await?;

@@ -1,6 +1,8 @@
 //! The `ScmRing` gRPC service on the SCM client port: ring info, checkpoint preparation for
-//! a joining SCM, adding a member (through the shared join decision) and removing one. Refusals go out through the one mapping of
-//! [`ScmError`].
+//! a joining SCM, adding a member (through the shared join decision) and removing one.
+//! Refusals go out through the one mapping of [`ScmError`]. Checkpoints are prepared for
+//! SCMs and admins only; a member is added by an admin, or by the joining SCM itself (its
+//! certificate's id is the member's); only an admin removes one.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -13,6 +15,8 @@ use rozone_proto::scm::{
 };
 use rozone_raft::join::Joiner;
 use rozone_raft::RaftGroup;
+use rozone_rpc::auth::{require_node, require_role};
+use rozone_rpc::Role;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
@@ -40,8 +44,9 @@ impl ScmRing for RingService {
 
     async fn prepare_checkpoint(
         &self,
-        _req: Request<PrepareCheckpointRequest>,
+        req: Request<PrepareCheckpointRequest>,
     ) -> Result<Response<PrepareCheckpointReply>, Status> {
+        require_role(&req, &[Role::Scm, Role::Admin], "PrepareCheckpoint")?;
         let g = &self.group;
         // Everything applied now must be inside the checkpoint the joining SCM gets.
         g.read_barrier().await.map_err(ScmError::from)?;
@@ -60,6 +65,10 @@ impl ScmRing for RingService {
         &self,
         req: Request<AddMemberRequest>,
     ) -> Result<Response<AddMemberReply>, Status> {
+        // An admin adds anyone; an SCM joining by --bootstrap adds only itself.
+        if require_role(&req, &[Role::Admin], "AddMember").is_err() {
+            require_node(&req, Role::Scm, req.get_ref().id, "AddMember")?;
+        }
         let r = req.into_inner();
         if r.id == 0 || r.peer_addr.is_empty() || r.client_addr.is_empty() {
             return Err(ScmError::from(Invalid(
@@ -89,6 +98,7 @@ impl ScmRing for RingService {
         &self,
         req: Request<RemoveMemberRequest>,
     ) -> Result<Response<RemoveMemberReply>, Status> {
+        require_role(&req, &[Role::Admin], "RemoveMember")?;
         let id = req.into_inner().id;
         let g = &self.group;
         let m = g.metrics();

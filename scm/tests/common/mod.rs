@@ -17,7 +17,11 @@ pub const WAIT: Duration = Duration::from_secs(30);
 
 /// A one-member SCM ring (`--init`) on free loopback ports; `tweak` adjusts the config.
 pub async fn start_scm(dir: &std::path::Path, tweak: impl FnOnce(&mut Config)) -> ScmServer {
-    let mut c = Config::default();
+    // Plaintext: not a security test (mutual TLS is tested in client/tests/security*.rs).
+    let mut c = Config {
+        security: rozone_config::SecuritySection::insecure(),
+        ..Config::default()
+    };
     c.node.id = 1;
     c.node.data_dir = dir.join("scm1");
     c.scm.client_addr = "127.0.0.1:0".parse().unwrap();

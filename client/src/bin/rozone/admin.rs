@@ -35,6 +35,12 @@ pub enum AdminCommand {
     /// The SCM's ReplicationManager.
     #[command(subcommand)]
     Replicationmanager(RmCommand),
+    /// The cluster CA (local files).
+    #[command(subcommand)]
+    Ca(crate::certs::CaCommand),
+    /// Certificates of the cluster's processes (local files).
+    #[command(subcommand)]
+    Cert(crate::certs::CertCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +134,17 @@ pub async fn run(
     as_json: bool,
     cmd: AdminCommand,
 ) -> anyhow::Result<ExitCode> {
+    match cmd {
+        AdminCommand::Ca(c) => {
+            crate::certs::ca(c)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        AdminCommand::Cert(c) => {
+            crate::certs::cert(c)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        _ => {}
+    }
     let client = cluster.client()?;
     match cmd {
         AdminCommand::Om(c) => om(&client.om, as_json, c).await?,
@@ -199,6 +216,8 @@ pub async fn run(
             }
         }
         AdminCommand::Safemode(c) => safemode(client.scm()?, as_json, c).await?,
+        // Local files, handled above without a client.
+        AdminCommand::Ca(_) | AdminCommand::Cert(_) => {}
         AdminCommand::Replicationmanager(RmCommand::Status) => {
             let r = client.scm()?.replication_manager().await?;
             if as_json {

@@ -35,6 +35,22 @@ pub struct ClusterArgs {
     /// Give up on a call after this long (e.g. 30s, 2m).
     #[arg(long, global = true, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub timeout: Option<std::time::Duration>,
+
+    /// The cluster CA certificate (overrides the config's ca_cert).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+
+    /// This client's certificate, role client or admin (overrides the config's cert).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub cert: Option<PathBuf>,
+
+    /// Its private key, mode 0600 (overrides the config's key).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+
+    /// Plaintext without certificates: only for a cluster started insecure.
+    #[arg(long, global = true)]
+    pub insecure: bool,
 }
 
 impl ClusterArgs {
@@ -60,6 +76,18 @@ impl ClusterArgs {
         }
         if let Some(t) = self.timeout {
             c.call_deadline = t;
+        }
+        if self.insecure {
+            c.insecure = true;
+        }
+        for (flag, field) in [
+            (&self.ca_cert, &mut c.ca_cert),
+            (&self.cert, &mut c.cert),
+            (&self.key, &mut c.key),
+        ] {
+            if flag.is_some() {
+                field.clone_from(flag);
+            }
         }
         if c.om_addrs.is_empty() && c.scm_addrs.is_empty() {
             bail!("no cluster given: use --config FILE, set ROZONE_CONFIG, or give --om/--scm addresses");

@@ -9,6 +9,7 @@
 
 mod admin;
 mod bench;
+mod certs;
 mod cluster;
 mod dev;
 mod output;

@@ -4,6 +4,7 @@
 //! their data. `up` returns (or, with `--detach`, exits) once the cluster can serve: every
 //! daemon `/ready`, ready SCM and OM leaders, an open pipeline, safe mode left.
 
+mod certs;
 mod layout;
 mod procs;
 mod ready;
@@ -210,18 +211,21 @@ impl Up {
             .iter()
             .map(|(k, b)| (*k, optional_keys(*k, b)))
             .collect();
+        // Mutual TLS on every port, as in production: a CA and a certificate per daemon.
+        let tls = certs::DevTls::ensure(&dir, &layout)?;
         for n in &layout.nodes {
             let nd = dir.join(n.name());
             std::fs::create_dir_all(&nd).with_context(|| format!("create {}", nd.display()))?;
+            let config = daemon_config(&layout, n, &nd, &extra[&n.kind]);
             write_atomic(
                 &nd.join("config.toml"),
-                &daemon_config(&layout, n, &nd, &extra[&n.kind]),
+                &format!("{config}{}", tls.section(n)),
             )?;
         }
         if fresh {
             layout.save(&dir)?;
         }
-        let client = ClientConfig {
+        let client = tls.client(ClientConfig {
             om_addrs: layout
                 .of(Kind::Om)
                 .iter()
@@ -233,7 +237,7 @@ impl Up {
                 .map(|n| n.client_addr())
                 .collect(),
             ..ClientConfig::default()
-        };
+        });
         let deadline = Instant::now() + timeout;
         let w = ready::Waiter::new(&client, deadline)?;
         if fresh {

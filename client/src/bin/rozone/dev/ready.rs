@@ -100,14 +100,14 @@ impl Waiter {
         let policy = RetryPolicy {
             deadline: Duration::from_secs(2),
             attempt_timeout: Duration::from_secs(1),
-            connect_timeout: Duration::from_millis(500),
             ..RetryPolicy::default()
         };
+        let channels = client.security()?.channels();
         Ok(Self {
             deadline,
             timeout: deadline.saturating_duration_since(Instant::now()),
-            scm: Ring::new("SCM", &client.scm_addrs, policy.clone())?,
-            om: Ring::new("OM", &client.om_addrs, policy)?,
+            scm: Ring::new("SCM", &client.scm_addrs, policy.clone(), channels.clone())?,
+            om: Ring::new("OM", &client.om_addrs, policy, channels)?,
         })
     }
 

@@ -1,22 +1,28 @@
-//! Calls to a replicated ring (SCM or OM) that find the leader and survive its change.
+//! Calls to a replicated ring (SCM or OM) that find the leader and survive its change: the
+//! one failover client of rozone (the CLI, the OM's SCM client, the datanode's heartbeats).
 //!
-//! A [`Ring`] holds one lazily connected channel per member address. A call goes to the
-//! member believed to lead; on a retryable refusal ([`crate::error::is_retryable`]) it
+//! A [`Ring`] holds one lazily connected channel per member address, built by its
+//! [`ChannelFactory`]. A call goes to the
+//! member believed to lead; on a retryable refusal ([`crate::is_retryable`]) it
 //! moves on: to the leader the refusal names (`x-rozone-leader`, added to the list when it
 //! is an address the caller did not know), else to the next member; it pauses with a
 //! bounded exponential backoff once every member has been tried in a round and for
 //! `leader-not-ready`. Each attempt has a timeout and the whole call a deadline, after
-//! which it fails with [`ClientError::Unavailable`] naming the last error.
+//! which it fails with [`RpcError::Unavailable`] naming the last error.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 use tonic::{Response, Status};
 
-use crate::error::{is_retryable, ClientError, Result};
+use crate::channel::ChannelFactory;
+use crate::error::RpcError;
+use crate::is_retryable;
+
+type Result<T, E = RpcError> = std::result::Result<T, E>;
 
 /// How hard a call tries before it gives up.
 #[derive(Debug, Clone)]
@@ -25,8 +31,6 @@ pub struct RetryPolicy {
     pub deadline: Duration,
     /// One attempt on one member.
     pub attempt_timeout: Duration,
-    /// Establishing a TCP + HTTP/2 connection to a member.
-    pub connect_timeout: Duration,
     /// First pause after a full round of refusals.
     pub backoff_initial: Duration,
     /// Longest pause.
@@ -38,40 +42,10 @@ impl Default for RetryPolicy {
         Self {
             deadline: Duration::from_secs(30),
             attempt_timeout: Duration::from_secs(10),
-            connect_timeout: Duration::from_secs(3),
             backoff_initial: Duration::from_millis(20),
             backoff_max: Duration::from_millis(500),
         }
     }
-}
-
-/// `host:port` or `http://host:port` as an endpoint URI.
-pub fn endpoint_uri(addr: &str) -> Result<String> {
-    let a = addr.trim();
-    let hostport = a.strip_prefix("http://").unwrap_or(a);
-    let ok = hostport
-        .rsplit_once(':')
-        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p > 0));
-    if !ok {
-        return Err(ClientError::Invalid(format!(
-            "bad address {addr:?}: want host:port"
-        )));
-    }
-    Ok(format!("http://{hostport}"))
-}
-
-/// A lazily connected channel to `addr`: nothing is dialled until the first call, and a
-/// broken connection is re-dialled by the next one.
-pub fn lazy_channel(addr: &str, connect_timeout: Duration) -> Result<Channel> {
-    let ep = Endpoint::from_shared(endpoint_uri(addr)?)
-        .map_err(|e| ClientError::Invalid(format!("bad address {addr:?}: {e}")))?
-        .connect_timeout(connect_timeout)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(10))
-        .keep_alive_timeout(Duration::from_secs(5))
-        .initial_stream_window_size(Some(8 << 20))
-        .initial_connection_window_size(Some(32 << 20));
-    Ok(ep.connect_lazy())
 }
 
 struct Member {
@@ -89,6 +63,7 @@ struct Inner {
     /// Attempts that failed in a way worth retrying, over all calls (see [`Ring::retries`]).
     retries: AtomicU64,
     policy: RetryPolicy,
+    channels: ChannelFactory,
 }
 
 /// The members of one replicated ring, and the client-side knowledge of who leads.
@@ -107,18 +82,24 @@ enum Target {
 }
 
 impl Ring {
-    /// A ring of `addrs` (`host:port` each) serving `service` ("OM", "SCM").
-    pub fn new(service: &str, addrs: &[String], policy: RetryPolicy) -> Result<Self> {
+    /// A ring of `addrs` (`host:port` each) serving `service` ("OM", "SCM"), reached over
+    /// channels from `channels`.
+    pub fn new(
+        service: &str,
+        addrs: &[String],
+        policy: RetryPolicy,
+        channels: ChannelFactory,
+    ) -> Result<Self> {
         if addrs.is_empty() {
-            return Err(ClientError::Invalid(format!("no {service} address given")));
+            return Err(RpcError::Invalid(format!("no {service} address given")));
         }
         let mut members = Vec::new();
         for a in addrs {
-            let addr = a.trim().trim_start_matches("http://").to_string();
+            let addr = crate::channel::host_port(a)?.to_string();
             if members.iter().any(|m: &Member| m.addr == addr) {
                 continue;
             }
-            let channel = lazy_channel(&addr, policy.connect_timeout)?;
+            let channel = channels.lazy(&addr)?;
             members.push(Member { addr, channel });
         }
         Ok(Self {
@@ -129,6 +110,7 @@ impl Ring {
                 rotate: AtomicUsize::new(0),
                 retries: AtomicU64::new(0),
                 policy,
+                channels,
             }),
         })
     }
@@ -141,6 +123,12 @@ impl Ring {
     /// The policy calls use.
     pub fn policy(&self) -> &RetryPolicy {
         &self.inner.policy
+    }
+
+    /// The factory this ring's channels come from (for clients of the same cluster that
+    /// are not ring members, e.g. datanodes).
+    pub fn channels(&self) -> &ChannelFactory {
+        &self.inner.channels
     }
 
     /// Every member address known: the configured ones, then any learned from hints.
@@ -177,11 +165,11 @@ impl Ring {
 
     /// Index of `addr`, adding it (a leader we were told about) when new.
     fn index_of(&self, addr: &str) -> Option<usize> {
-        let addr = addr.trim_start_matches("http://");
+        let addr = crate::channel::host_port(addr).ok()?;
         if let Some(i) = self.read_members().iter().position(|m| m.addr == addr) {
             return Some(i);
         }
-        let channel = lazy_channel(addr, self.inner.policy.connect_timeout).ok()?;
+        let channel = self.inner.channels.lazy(addr).ok()?;
         let mut members = self
             .inner
             .members
@@ -202,7 +190,7 @@ impl Ring {
     pub fn channel_to(&self, addr: &str) -> Result<Channel> {
         match self.index_of(addr).and_then(|i| self.channel(i)) {
             Some((_, ch)) => Ok(ch),
-            None => Err(ClientError::Invalid(format!("bad address {addr:?}"))),
+            None => Err(RpcError::Invalid(format!("bad address {addr:?}"))),
         }
     }
 
@@ -268,13 +256,16 @@ impl Ring {
                     // A definite answer comes from a member able to decide: keep it.
                     self.inner.leader.store(idx, Ordering::Relaxed);
                 }
-                return Err(ClientError::status(&self.inner.service, status));
+                return Err(RpcError::Status {
+                    service: self.inner.service.clone(),
+                    status,
+                });
             }
             self.inner.retries.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(service = %self.inner.service, what, member = %addr, code = ?status.code(), message = status.message(), "retrying");
             last_err = format!("{addr}: {}", status.message());
-            let reason = rozone_rpc::retry_reason(&status);
-            let hinted = rozone_rpc::leader_hint(&status).and_then(|h| self.index_of(&h));
+            let reason = crate::retry_reason(&status);
+            let hinted = crate::leader_hint(&status).and_then(|h| self.index_of(&h));
             tried_in_round += 1;
             let mut pause = false;
             match (reason, hinted) {
@@ -283,7 +274,7 @@ impl Ring {
                     idx = h;
                     self.inner.leader.store(h, Ordering::Relaxed);
                 }
-                (Some(rozone_rpc::REASON_LEADER_NOT_READY), _) => {
+                (Some(crate::REASON_LEADER_NOT_READY), _) => {
                     // It leads but is catching up: wait for it rather than ask followers.
                     pause = true;
                 }
@@ -310,7 +301,7 @@ impl Ring {
                 break;
             }
         }
-        Err(ClientError::Unavailable {
+        Err(RpcError::Unavailable {
             service: self.inner.service.clone(),
             detail: format!(
                 "{what}: gave up after {:.1?}; last error: {last_err}",

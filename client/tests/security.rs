@@ -1,0 +1,505 @@
+//! Mutual TLS and authorization by role on a real dev cluster (real daemons, real gRPC):
+//! for every gRPC port, a caller without a certificate, one presenting a certificate of
+//! another CA, and one with a certificate of the cluster CA but the wrong role or node id
+//! is refused, and the cluster's state is unchanged. The callers are built here from
+//! tonic and the `rozone-rpc` factory, exactly as an attacker with network access could.
+//!
+//! On cd62657 none of this existed (no CA, no certificates, plaintext ports): that commit's
+//! failure on the same calls is shown by `security_plaintext.rs`, which fails there.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::*;
+use rozone_proto::datanode as dpb;
+use rozone_proto::om as opb;
+use rozone_proto::raft::{FetchSnapshotRequest, RaftRequest};
+use rozone_proto::scm as spb;
+use rozone_rpc::{pki, Caller, ChannelFactory, Role, Security};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::{Code, Status};
+
+const DAY: Duration = Duration::from_secs(86_400);
+
+/// Certificates a test caller can present.
+struct Certs {
+    cluster_ca: PathBuf,
+    out: tempfile::TempDir,
+}
+
+impl Certs {
+    fn new(c: &DevCluster) -> Self {
+        Self {
+            cluster_ca: c.dir.path().join("tls").join("ca"),
+            out: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    /// A certificate of the cluster CA for `role`-`id`.
+    fn cluster(&self, role: Role, id: u64) -> Security {
+        let dir = self.out.path().join("cluster");
+        let i = pki::issue(&self.cluster_ca, Caller { role, id }, &[], &dir, DAY).expect("issue");
+        Security::load(&i.ca_cert, &i.cert, &i.key).expect("load")
+    }
+
+    /// TLS that trusts the cluster CA, presenting `identity` (none: no certificate).
+    fn tls(&self, identity: Option<(PathBuf, PathBuf)>) -> ClientTlsConfig {
+        let ca = std::fs::read(self.cluster_ca.join(pki::CA_CERT)).expect("ca");
+        let mut t = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca));
+        if let Some((cert, key)) = identity {
+            let (c, k) = (std::fs::read(cert).unwrap(), std::fs::read(key).unwrap());
+            t = t.identity(Identity::from_pem(c, k));
+        }
+        t
+    }
+
+    /// A certificate from another CA (same role and id as a real member).
+    fn foreign(&self) -> (PathBuf, PathBuf) {
+        let ca = self.out.path().join("other-ca");
+        if !ca.join(pki::CA_CERT).exists() {
+            pki::init_ca(&ca).expect("other CA");
+        }
+        let who = Caller {
+            role: Role::Admin,
+            id: 1,
+        };
+        let i = pki::issue(&ca, who, &[], &self.out.path().join("foreign"), DAY).expect("issue");
+        (i.cert, i.key)
+    }
+}
+
+/// The ports of the first daemon of `kind` (`client`, `peer`, `extra`).
+fn port(dir: &Path, kind: &str, field: &str) -> String {
+    let text = std::fs::read_to_string(dir.join("cluster.json")).expect("cluster.json");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+    let p = v["nodes"]
+        .as_array()
+        .and_then(|ns| ns.iter().find(|n| n["kind"] == kind))
+        .and_then(|n| n[field].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} {field}"));
+    format!("127.0.0.1:{p}")
+}
+
+async fn tls_channel(addr: &str, tls: ClientTlsConfig) -> Result<Channel, String> {
+    Endpoint::from_shared(format!("https://{addr}"))
+        .map_err(|e| e.to_string())?
+        .tls_config(tls)
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| format!("connect: {e}"))
+}
+
+/// Which service a port carries, and a cheap call to probe it.
+#[derive(Clone, Copy, Debug)]
+enum Probe {
+    ScmAdmin,
+    OmAdmin,
+    Raft,
+    Snapshot,
+    Container,
+    Replication,
+}
+
+fn raft_req(group: &str, target: u64, from: u64) -> RaftRequest {
+    RaftRequest {
+        group_id: group.into(),
+        target,
+        from,
+        payload: vec![0; 8],
+    }
+}
+
+async fn probe(p: Probe, ch: Channel) -> Result<(), Status> {
+    use rozone_proto::datanode::container_client::ContainerClient;
+    use rozone_proto::datanode::replication_client::ReplicationClient;
+    use rozone_proto::raft::raft_service_client::RaftServiceClient;
+    use rozone_proto::raft::snapshot_service_client::SnapshotServiceClient;
+    match p {
+        Probe::ScmAdmin => {
+            let c = &mut rozone_proto::scm::scm_admin_client::ScmAdminClient::new(ch);
+            c.roles(spb::RingInfoRequest {}).await.map(|_| ())
+        }
+        Probe::OmAdmin => {
+            let c = &mut rozone_proto::om::om_admin_client::OmAdminClient::new(ch);
+            c.roles(opb::RolesRequest::default()).await.map(|_| ())
+        }
+        Probe::Raft => RaftServiceClient::new(ch)
+            .vote(raft_req("x", 1, 1))
+            .await
+            .map(|_| ()),
+        Probe::Snapshot => SnapshotServiceClient::new(ch)
+            .fetch_snapshot(FetchSnapshotRequest::default())
+            .await
+            .map(|_| ()),
+        Probe::Container => ContainerClient::new(ch)
+            .get_container(dpb::GetContainerRequest { container_id: 1 })
+            .await
+            .map(|_| ()),
+        Probe::Replication => ReplicationClient::new(ch)
+            .pull_container(dpb::PullContainerRequest { container_id: 1 })
+            .await
+            .map(|_| ()),
+    }
+}
+
+/// The call fails before any handler looks at it: at the TLS handshake (a connect error,
+/// or the first call on the connection failing with a transport error).
+async fn refused_by_transport(what: &str, ch: Result<Channel, String>, p: Probe) {
+    let Ok(ch) = ch else { return };
+    match probe(p, ch).await {
+        Ok(()) => panic!("{what}: answered"),
+        Err(s) => assert!(
+            // tonic reports a refused handshake or a reset connection as one of these
+            // (h2 errors as INTERNAL): never a handler's answer.
+            matches!(
+                s.code(),
+                Code::Unavailable | Code::Unknown | Code::Cancelled | Code::Internal
+            ),
+            "{what}: reached a handler: {:?} {}",
+            s.code(),
+            s.message()
+        ),
+    }
+}
+
+fn denied<T: std::fmt::Debug>(what: &str, r: Result<T, Status>, want: &str) {
+    match r {
+        Ok(v) => panic!("{what}: accepted: {v:?}"),
+        Err(s) => {
+            assert_eq!(s.code(), Code::PermissionDenied, "{what}: {}", s.message());
+            assert!(
+                s.message().contains(want),
+                "{what}: {:?} lacks {want:?}",
+                s.message()
+            );
+        }
+    }
+}
+
+/// One cluster for every check: each `dev up` costs nine processes on two cores.
+#[test]
+fn every_port_refuses_callers_without_a_cluster_certificate_of_the_right_role() {
+    let c = DevCluster::up(&[]);
+    transport_refusals(&c);
+    wrong_roles_and_ids_are_denied_and_change_nothing(&c);
+    the_cli_without_a_certificate_says_how_to_get_one(&c);
+}
+
+/// Plaintext, no certificate, another CA's certificate: refused on every port.
+fn transport_refusals(c: &DevCluster) {
+    let certs = Certs::new(c);
+    let d = c.dir.path();
+    let ports = [
+        ("SCM client", port(d, "scm", "client"), Probe::ScmAdmin),
+        ("SCM peer", port(d, "scm", "peer"), Probe::Raft),
+        ("SCM checkpoint", port(d, "scm", "extra"), Probe::Snapshot),
+        ("OM client", port(d, "om", "client"), Probe::OmAdmin),
+        ("OM peer", port(d, "om", "peer"), Probe::Raft),
+        (
+            "datanode container",
+            port(d, "datanode", "client"),
+            Probe::Container,
+        ),
+        ("datanode raft", port(d, "datanode", "peer"), Probe::Raft),
+        (
+            "datanode replication",
+            port(d, "datanode", "extra"),
+            Probe::Replication,
+        ),
+    ];
+    let before = (
+        c.json(&["admin", "om", "roles"]),
+        c.json(&["admin", "scm", "roles"]),
+    );
+    let rt = runtime();
+    rt.block_on(async {
+        for (name, addr, p) in &ports {
+            let plain = ChannelFactory::insecure()
+                .connect(addr)
+                .await
+                .map_err(|e| e.to_string());
+            refused_by_transport(&format!("{name}: plaintext"), plain, *p).await;
+            let none = tls_channel(addr, certs.tls(None)).await;
+            refused_by_transport(&format!("{name}: no certificate"), none, *p).await;
+            let other = tls_channel(addr, certs.tls(Some(certs.foreign()))).await;
+            refused_by_transport(&format!("{name}: another CA's certificate"), other, *p).await;
+        }
+    });
+    let after = (
+        c.json(&["admin", "om", "roles"]),
+        c.json(&["admin", "scm", "roles"]),
+    );
+    assert_eq!(before.0["members"], after.0["members"]);
+    assert_eq!(before.1["members"], after.1["members"]);
+}
+
+/// A certificate of the cluster CA with the wrong role or id: PERMISSION_DENIED naming
+/// both, before anything changes.
+fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
+    use rozone_proto::datanode::container_client::ContainerClient;
+    use rozone_proto::datanode::pipeline_data_client::PipelineDataClient;
+    use rozone_proto::datanode::replication_client::ReplicationClient;
+    use rozone_proto::om::om_admin_client::OmAdminClient;
+    use rozone_proto::om::om_ring_client::OmRingClient;
+    use rozone_proto::raft::raft_service_client::RaftServiceClient;
+    use rozone_proto::raft::snapshot_service_client::SnapshotServiceClient;
+    use rozone_proto::scm::scm_admin_client::ScmAdminClient;
+    use rozone_proto::scm::scm_block_client::ScmBlockClient;
+    use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
+    use rozone_proto::scm::scm_ring_client::ScmRingClient;
+
+    let certs = Certs::new(c);
+    let d = c.dir.path();
+    let (scm, scm_peer, scm_cp) = (
+        port(d, "scm", "client"),
+        port(d, "scm", "peer"),
+        port(d, "scm", "extra"),
+    );
+    let (om, om_peer) = (port(d, "om", "client"), port(d, "om", "peer"));
+    let (dn, dn_raft, dn_repl) = (
+        port(d, "datanode", "client"),
+        port(d, "datanode", "peer"),
+        port(d, "datanode", "extra"),
+    );
+    let client = certs.cluster(Role::Client, 7).channels();
+    let om2 = certs.cluster(Role::Om, 2).channels();
+    let dn9 = certs.cluster(Role::Datanode, 9).channels();
+    let scm5 = certs.cluster(Role::Scm, 5).channels();
+    let om_before = c.json(&["admin", "om", "roles"]);
+    let safe_before = c.json(&["admin", "safemode", "status"]);
+    assert_eq!(safe_before["forced_exit"], false, "{safe_before}");
+    let pipelines_before = c.json(&["admin", "pipeline", "list"]);
+
+    let rt = runtime();
+    rt.block_on(async {
+        let ch = |f: &ChannelFactory, a: &str| f.lazy(a).expect("channel");
+        // SCM client port: block deletion (issue 15) and allocation are for OMs, admin RPCs
+        // for admins, the datanode protocol for that datanode.
+        let blocks = vec![spb::BlockId {
+            container_id: 1,
+            local_id: 1,
+        }];
+        denied(
+            "DeleteBlocks as a client",
+            ScmBlockClient::new(ch(&client, &scm))
+                .delete_blocks(spb::DeleteBlocksRequest {
+                    blocks: blocks.clone(),
+                })
+                .await,
+            "DeleteBlocks is for om/admin certificates; the caller is client-7",
+        );
+        denied(
+            "DeleteBlocks as a datanode",
+            ScmBlockClient::new(ch(&dn9, &scm))
+                .delete_blocks(spb::DeleteBlocksRequest { blocks })
+                .await,
+            "the caller is datanode-9",
+        );
+        denied(
+            "AllocateBlock as a client",
+            ScmBlockClient::new(ch(&client, &scm))
+                .allocate_block(spb::AllocateBlockRequest::default())
+                .await,
+            "AllocateBlock is for om certificates",
+        );
+        denied(
+            "Heartbeat for datanode 1 as datanode 9",
+            ScmDatanodeClient::new(ch(&dn9, &scm))
+                .heartbeat(spb::HeartbeatRequest {
+                    datanode_id: 1,
+                    ..Default::default()
+                })
+                .await,
+            "Heartbeat as datanode-1 needs that node's certificate; the caller is datanode-9",
+        );
+        denied(
+            "Register as datanode 1 with an OM certificate",
+            ScmDatanodeClient::new(ch(&om2, &scm))
+                .register(spb::RegisterRequest {
+                    datanode: Some(spb::DatanodeDetails {
+                        id: 1,
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await,
+            "the caller is om-2",
+        );
+        denied(
+            "ForceExitSafeMode as a client",
+            ScmAdminClient::new(ch(&client, &scm))
+                .force_exit_safe_mode(spb::ForceExitSafeModeRequest::default())
+                .await,
+            "ForceExitSafeMode is for admin certificates",
+        );
+        denied(
+            "CloseContainer as an OM",
+            ScmAdminClient::new(ch(&om2, &scm))
+                .close_container(spb::CloseContainerRequest { container_id: 1 })
+                .await,
+            "CloseContainer is for admin certificates",
+        );
+        denied(
+            "TransferLeader of the SCM ring as a client",
+            ScmAdminClient::new(ch(&client, &scm))
+                .transfer_leader(spb::TransferLeaderRequest { node_id: 2 })
+                .await,
+            "TransferLeader is for admin certificates",
+        );
+        denied(
+            "AddMember to the SCM ring for node 8 as SCM 5",
+            ScmRingClient::new(ch(&scm5, &scm))
+                .add_member(spb::AddMemberRequest {
+                    id: 8,
+                    peer_addr: "127.0.0.1:1".into(),
+                    client_addr: "127.0.0.1:2".into(),
+                })
+                .await,
+            "AddMember as scm-8 needs that node's certificate; the caller is scm-5",
+        );
+        // SCM peer and checkpoint ports: only SCM ring members, each as itself.
+        denied(
+            "SCM vote as an OM",
+            RaftServiceClient::new(ch(&om2, &scm_peer))
+                .vote(raft_req("scm", 1, 2))
+                .await,
+            "raft vote as scm-2 needs that node's certificate; the caller is om-2",
+        );
+        denied(
+            "SCM vote from node 1 with SCM 5's certificate",
+            RaftServiceClient::new(ch(&scm5, &scm_peer))
+                .vote(raft_req("scm", 1, 1))
+                .await,
+            "the caller is scm-5",
+        );
+        denied(
+            "SCM checkpoint download as a client",
+            SnapshotServiceClient::new(ch(&client, &scm_cp))
+                .fetch_snapshot(FetchSnapshotRequest {
+                    group_id: "scm".into(),
+                    snapshot_id: String::new(),
+                })
+                .await,
+            "snapshot download is for scm certificates",
+        );
+        // OM client port: AddMember{force} (issue 15) only for admins or the joining OM
+        // itself; leadership and membership changes only for admins.
+        let add = |id| opb::AddMemberRequest {
+            id,
+            peer_addr: "127.0.0.1:1".into(),
+            client_addr: "127.0.0.1:2".into(),
+            force: true,
+        };
+        denied(
+            "AddMember{force} as a client",
+            OmRingClient::new(ch(&client, &om)).add_member(add(9)).await,
+            "AddMember as om-9 needs that node's certificate; the caller is client-7",
+        );
+        denied(
+            "AddMember{force} for node 9 as OM 2",
+            OmRingClient::new(ch(&om2, &om)).add_member(add(9)).await,
+            "the caller is om-2",
+        );
+        denied(
+            "OM Decommission as an OM",
+            OmAdminClient::new(ch(&om2, &om))
+                .decommission(opb::DecommissionRequest { node_id: 3 })
+                .await,
+            "Decommission is for admin certificates",
+        );
+        denied(
+            "OM TransferLeader as a client",
+            OmAdminClient::new(ch(&client, &om))
+                .transfer_leader(opb::TransferLeaderRequest { node_id: 2 })
+                .await,
+            "TransferLeader is for admin certificates",
+        );
+        // OM peer port: the forged snapshot offer (issue 15), from an outsider and from a
+        // member speaking for another.
+        denied(
+            "InstallSnapshot to an OM as a client",
+            RaftServiceClient::new(ch(&client, &om_peer))
+                .install_snapshot(raft_req("om", 1, 7))
+                .await,
+            "raft snapshot offer as om-7 needs that node's certificate; the caller is client-7",
+        );
+        denied(
+            "InstallSnapshot to an OM from node 3 with OM 2's certificate",
+            RaftServiceClient::new(ch(&om2, &om_peer))
+                .install_snapshot(raft_req("om", 1, 3))
+                .await,
+            "the caller is om-2",
+        );
+        // Datanode ports: chunk I/O for data clients, pipeline and replication traffic for
+        // datanodes.
+        denied(
+            "GetContainer as an OM",
+            ContainerClient::new(ch(&om2, &dn))
+                .get_container(dpb::GetContainerRequest { container_id: 1 })
+                .await,
+            "container I/O is for client/admin/s3g certificates; the caller is om-2",
+        );
+        denied(
+            "PushChunk as a client",
+            PipelineDataClient::new(ch(&client, &dn_raft))
+                .push_chunk(dpb::PushChunkRequest::default())
+                .await,
+            "pipeline data is for datanode certificates",
+        );
+        denied(
+            "pipeline vote from datanode 1 with datanode 9's certificate",
+            RaftServiceClient::new(ch(&dn9, &dn_raft))
+                .vote(raft_req("pipeline-1", 1, 1))
+                .await,
+            "the caller is datanode-9",
+        );
+        denied(
+            "PullContainer as a client",
+            ReplicationClient::new(ch(&client, &dn_repl))
+                .pull_container(dpb::PullContainerRequest { container_id: 1 })
+                .await,
+            "container replication is for datanode certificates",
+        );
+    });
+
+    // Nothing changed: membership, safe mode and pipelines as before, and the admin
+    // certificate of client.toml still does everything.
+    let om_after = c.json(&["admin", "om", "roles"]);
+    assert_eq!(om_before["members"], om_after["members"]);
+    assert_eq!(
+        c.json(&["admin", "safemode", "status"])["forced_exit"],
+        false
+    );
+    assert_eq!(pipelines_before, c.json(&["admin", "pipeline", "list"]));
+    ok(c.cli().args(["sh", "volume", "create", "/after"]));
+}
+
+/// The CLI without certificates fails with one line saying what to set.
+fn the_cli_without_a_certificate_says_how_to_get_one(c: &DevCluster) {
+    let om = port(c.dir.path(), "om", "client");
+    let e = fails_with(
+        rozone().args(["--om", &om, "sh", "volume", "list"]),
+        "no client certificate",
+    );
+    assert!(e.contains("rozone admin cert issue"), "{e}");
+    // Plaintext against a TLS cluster is refused at the handshake, not answered.
+    let out = run(rozone().args([
+        "--om",
+        &om,
+        "--insecure",
+        "--timeout",
+        "3s",
+        "sh",
+        "volume",
+        "list",
+    ]));
+    assert!(
+        !out.status.success(),
+        "plaintext call answered: {}",
+        text(&out.stdout)
+    );
+}
