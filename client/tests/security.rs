@@ -110,6 +110,7 @@ fn raft_req(group: &str, target: u64, from: u64) -> RaftRequest {
         target,
         from,
         payload: vec![0; 8],
+        ..Default::default()
     }
 }
 
@@ -357,6 +358,7 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
                     id: 8,
                     peer_addr: "127.0.0.1:1".into(),
                     client_addr: "127.0.0.1:2".into(),
+                    ..Default::default()
                 })
                 .await,
             "AddMember as scm-8 needs that node's certificate; the caller is scm-5",
@@ -393,6 +395,7 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
             peer_addr: "127.0.0.1:1".into(),
             client_addr: "127.0.0.1:2".into(),
             force: true,
+            ..Default::default()
         };
         denied(
             "AddMember{force} as a client",

@@ -113,6 +113,7 @@ fn callers_without_a_certificate_cannot_delete_blocks_join_rings_or_offer_snapsh
                     peer_addr: "127.0.0.1:1".into(),
                     client_addr: "127.0.0.1:2".into(),
                     force: true,
+                    ..Default::default()
                 })
                 .await
                 .map(|_| ())
@@ -133,6 +134,7 @@ fn callers_without_a_certificate_cannot_delete_blocks_join_rings_or_offer_snapsh
                         target: 1,
                         from: 99,
                         payload: vec![0; 16],
+                        ..Default::default()
                     })
                     .await;
                 match r {

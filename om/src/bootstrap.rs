@@ -28,7 +28,7 @@ use rozone_proto::om::om_ring_client::OmRingClient;
 use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::NodeInfo;
 use tonic::transport::Channel;
-use tracing::{info, warn};
+use tracing::warn;
 
 use crate::config::Config;
 
