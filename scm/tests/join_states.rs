@@ -57,7 +57,8 @@ fn config(dir: &std::path::Path, me: &Node, all: &[(&Node, String)]) -> std::pat
 }
 
 fn spawn(config: &std::path::Path, flags: &[&str]) -> Daemon {
-    let mut c = testkit::command(BIN);
+    // Not a security test: plaintext, asked for explicitly.
+    let mut c = testkit::insecure_command(BIN);
     c.arg("--config").arg(config).args(flags);
     Daemon::spawn(c).expect("spawn rozone-scm")
 }
