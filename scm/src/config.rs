@@ -72,12 +72,7 @@ pub struct Startup {
 impl Startup {
     /// The start the shared join procedure decides for.
     pub fn mode(&self) -> rozone_raft::join::StartMode {
-        use rozone_raft::join::StartMode;
-        match (self.init, self.bootstrap) {
-            (true, _) => StartMode::Init,
-            (false, true) => StartMode::Bootstrap,
-            (false, false) => StartMode::Plain,
-        }
+        rozone_raft::join::StartMode::from_flags(self.init, self.bootstrap)
     }
 }
 

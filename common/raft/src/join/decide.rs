@@ -15,6 +15,17 @@ pub enum StartMode {
     Bootstrap,
 }
 
+impl StartMode {
+    /// From a daemon's `--init` / `--bootstrap` flags (`--init` wins; clap forbids both).
+    pub fn from_flags(init: bool, bootstrap: bool) -> Self {
+        match (init, bootstrap) {
+            (true, _) => Self::Init,
+            (false, true) => Self::Bootstrap,
+            (false, false) => Self::Plain,
+        }
+    }
+}
+
 /// What a start does, decided before Raft opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
