@@ -255,8 +255,8 @@ impl ScmClient {
     pub async fn remove_member(&self, node_id: u64) -> Result<()> {
         self.ring
             .call("scm remove", |ch| async move {
-                rozone_proto::scm::scm_ring_client::ScmRingClient::new(ch)
-                    .remove_member(pb::RemoveMemberRequest { id: node_id })
+                rozone_proto::ring::ring_client::RingClient::new(ch)
+                    .remove_member(rozone_proto::ring::RemoveMemberRequest { id: node_id })
                     .await
             })
             .await?;

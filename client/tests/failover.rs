@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rozone_client::{ChannelFactory, ClientError, RetryPolicy, Ring};
-use rozone_proto::scm::scm_ring_client::ScmRingClient;
-use rozone_proto::scm::scm_ring_server::{ScmRing, ScmRingServer};
-use rozone_proto::scm::*;
+use rozone_proto::ring::ring_client::RingClient;
+use rozone_proto::ring::ring_server::{Ring as RingRpc, RingServer};
+use rozone_proto::ring::*;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
@@ -38,7 +38,7 @@ struct Fake {
 struct Svc(Arc<Fake>);
 
 #[tonic::async_trait]
-impl ScmRing for Svc {
+impl RingRpc for Svc {
     async fn ring_info(
         &self,
         _: Request<RingInfoRequest>,
@@ -77,8 +77,26 @@ impl ScmRing for Svc {
     }
     async fn remove_member(
         &self,
-        _: Request<rozone_proto::scm::RemoveMemberRequest>,
-    ) -> Result<Response<rozone_proto::scm::RemoveMemberReply>, Status> {
+        _: Request<RemoveMemberRequest>,
+    ) -> Result<Response<RemoveMemberReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn knows_node(
+        &self,
+        _: Request<KnowsNodeRequest>,
+    ) -> Result<Response<KnowsNodeReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn transfer_leader(
+        &self,
+        _: Request<TransferLeaderRequest>,
+    ) -> Result<Response<TransferLeaderReply>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn read_index(
+        &self,
+        _: Request<ReadIndexRequest>,
+    ) -> Result<Response<ReadIndexReply>, Status> {
         Err(Status::unimplemented("fake"))
     }
 }
@@ -130,7 +148,7 @@ async fn member(id: u64, then: Act) -> Member {
         calls: AtomicUsize::new(0),
     });
     let (tx, rx) = oneshot::channel::<()>();
-    let svc = ScmRingServer::new(Svc(fake.clone()));
+    let svc = RingServer::new(Svc(fake.clone()));
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -173,7 +191,7 @@ fn ring(addrs: &[String], p: RetryPolicy) -> Ring {
 
 async fn info(r: &Ring) -> Result<u64, ClientError> {
     r.call("ring info", |ch| async move {
-        ScmRingClient::new(ch).ring_info(RingInfoRequest {}).await
+        RingClient::new(ch).ring_info(RingInfoRequest {}).await
     })
     .await
     .map(|r| r.node_id)
@@ -316,7 +334,7 @@ async fn call_any_spreads_over_members() {
     let r = ring(&[a.addr.to_string(), b.addr.to_string()], policy(5_000));
     for _ in 0..4 {
         r.call_any("ring info", |ch| async move {
-            ScmRingClient::new(ch).ring_info(RingInfoRequest {}).await
+            RingClient::new(ch).ring_info(RingInfoRequest {}).await
         })
         .await
         .unwrap();

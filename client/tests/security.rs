@@ -245,13 +245,12 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
     use rozone_proto::datanode::pipeline_data_client::PipelineDataClient;
     use rozone_proto::datanode::replication_client::ReplicationClient;
     use rozone_proto::om::om_admin_client::OmAdminClient;
-    use rozone_proto::om::om_ring_client::OmRingClient;
     use rozone_proto::raft::raft_service_client::RaftServiceClient;
     use rozone_proto::raft::snapshot_service_client::SnapshotServiceClient;
+    use rozone_proto::ring::ring_client::RingClient;
     use rozone_proto::scm::scm_admin_client::ScmAdminClient;
     use rozone_proto::scm::scm_block_client::ScmBlockClient;
     use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
-    use rozone_proto::scm::scm_ring_client::ScmRingClient;
 
     let certs = Certs::new(c);
     let d = c.dir.path();
@@ -353,8 +352,8 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
         );
         denied(
             "AddMember to the SCM ring for node 8 as SCM 5",
-            ScmRingClient::new(ch(&scm5, &scm))
-                .add_member(spb::AddMemberRequest {
+            RingClient::new(ch(&scm5, &scm))
+                .add_member(rozone_proto::ring::AddMemberRequest {
                     id: 8,
                     peer_addr: "127.0.0.1:1".into(),
                     client_addr: "127.0.0.1:2".into(),
@@ -390,7 +389,7 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
         );
         // OM client port: AddMember{force} (issue 15) only for admins or the joining OM
         // itself; leadership and membership changes only for admins.
-        let add = |id| opb::AddMemberRequest {
+        let add = |id| rozone_proto::ring::AddMemberRequest {
             id,
             peer_addr: "127.0.0.1:1".into(),
             client_addr: "127.0.0.1:2".into(),
@@ -399,12 +398,12 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
         };
         denied(
             "AddMember{force} as a client",
-            OmRingClient::new(ch(&client, &om)).add_member(add(9)).await,
+            RingClient::new(ch(&client, &om)).add_member(add(9)).await,
             "AddMember as om-9 needs that node's certificate; the caller is client-7",
         );
         denied(
             "AddMember{force} for node 9 as OM 2",
-            OmRingClient::new(ch(&om2, &om)).add_member(add(9)).await,
+            RingClient::new(ch(&om2, &om)).add_member(add(9)).await,
             "the caller is om-2",
         );
         denied(

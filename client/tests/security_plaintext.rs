@@ -15,10 +15,10 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use rozone_proto::om::om_ring_client::OmRingClient;
-use rozone_proto::om::AddMemberRequest;
 use rozone_proto::raft::raft_service_client::RaftServiceClient;
 use rozone_proto::raft::RaftRequest;
+use rozone_proto::ring::ring_client::RingClient;
+use rozone_proto::ring::AddMemberRequest;
 use rozone_proto::scm::scm_block_client::ScmBlockClient;
 use rozone_proto::scm::{BlockId, DeleteBlocksRequest};
 use tonic::transport::{Channel, Endpoint};
@@ -107,7 +107,7 @@ fn callers_without_a_certificate_cannot_delete_blocks_join_rings_or_offer_snapsh
 
         let add = async {
             let ch = plain(port(&c, "om", "client")).await?;
-            OmRingClient::new(ch)
+            RingClient::new(ch)
                 .add_member(AddMemberRequest {
                     id: 9,
                     peer_addr: "127.0.0.1:1".into(),

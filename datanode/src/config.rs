@@ -9,7 +9,7 @@ use std::time::Duration;
 use rozone_config::{
     check_host_ports, check_listen_addrs, config_struct, listen_on, ByteSize, ConfigError,
     DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Problems, RaftSection,
-    SecuritySection,
+    RpcSection, SecuritySection,
 };
 
 config_struct! {
@@ -63,6 +63,8 @@ config_struct! {
         pub log: LogSection = LogSection::default(),
         /// Mutual TLS on every gRPC port, or (explicitly) plaintext.
         pub security: SecuritySection = SecuritySection::default(),
+        /// Limits of every gRPC server of this process.
+        pub rpc: RpcSection = RpcSection::default(),
     }
 }
 
@@ -83,6 +85,7 @@ impl DaemonConfig for Config {
         let mut problems = Problems::default();
         self.node.check(&mut problems);
         self.security.check(&mut problems);
+        self.rpc.check(&mut problems);
         self.raft.check(&mut problems);
         let dn = &self.datanode;
         check_host_ports("datanode.scm_addrs", &dn.scm_addrs, &mut problems);
@@ -133,7 +136,8 @@ impl Config {
     /// files, and that the certificate names this datanode's node id.
     pub fn security(&self) -> anyhow::Result<rozone_rpc::Security> {
         let s = &self.security;
-        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?;
+        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?
+            .with_limits(rozone_rpc::ServerLimits::from(&self.rpc));
         sec.check_identity(rozone_rpc::Role::Datanode, self.node.id)?;
         Ok(sec)
     }

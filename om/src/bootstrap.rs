@@ -23,8 +23,8 @@ use anyhow::{bail, Context};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use rozone_config::Peer;
-use rozone_proto::om as pb;
-use rozone_proto::om::om_ring_client::OmRingClient;
+use rozone_proto::ring as pb;
+use rozone_proto::ring::ring_client::RingClient;
 use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::NodeInfo;
 use tonic::transport::Channel;
@@ -41,7 +41,7 @@ pub struct PeerAnswer {
     pub answer: Result<(pb::RingInfoReply, pb::KnowsNodeReply), String>,
 }
 
-async fn client(config: &Config, addr: &str) -> anyhow::Result<OmRingClient<Channel>> {
+async fn client(config: &Config, addr: &str) -> anyhow::Result<RingClient<Channel>> {
     let ch = config
         .security()?
         .channels()
@@ -50,7 +50,7 @@ async fn client(config: &Config, addr: &str) -> anyhow::Result<OmRingClient<Chan
         .connect()
         .await
         .with_context(|| format!("connect to OM at {addr}"))?;
-    Ok(OmRingClient::new(ch))
+    Ok(RingClient::new(ch))
 }
 
 /// Asks every other OM in this OM's config for its ring info and whether it knows us.
@@ -322,13 +322,15 @@ mod tests {
                             peer_addr: peer(*id).peer_addr,
                             client_addr: peer(*id).client_addr,
                             voter: true,
+                            ..Default::default()
                         })
                         .collect(),
                     leader_id: Some(1),
                     leader_client_addr: peer(1).client_addr,
                     leader_ready: true,
-                    role: pb::OmRole::Follower as i32,
+                    role: "FOLLOWER".into(),
                     ring_id: format!("r{from}"),
+                    term: 1,
                 },
                 pb::KnowsNodeReply {
                     known: knows,

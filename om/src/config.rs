@@ -7,7 +7,7 @@ use std::time::Duration;
 use rozone_config::{
     check_host_ports, check_listen_addrs, check_peers, config_struct, listen_on, ByteSize,
     ConfigError, DaemonConfig, HttpSection, LogFormat, LogSection, NodeSection, Peer, Problems,
-    RaftSection, SecuritySection,
+    RaftSection, RpcSection, SecuritySection,
 };
 
 config_struct! {
@@ -100,6 +100,8 @@ config_struct! {
         pub log: LogSection = LogSection::default(),
         /// Mutual TLS on every gRPC port, or (explicitly) plaintext.
         pub security: SecuritySection = SecuritySection::default(),
+        /// Limits of every gRPC server of this process.
+        pub rpc: RpcSection = RpcSection::default(),
         /// Members of the OM ring, this node included; --bootstrap needs
         /// an address for every one. Replace `peers = []` with one table
         /// per member:
@@ -121,6 +123,7 @@ impl DaemonConfig for Config {
         let mut problems = Problems::default();
         self.node.check(&mut problems);
         self.security.check(&mut problems);
+        self.rpc.check(&mut problems);
         self.raft.check(&mut problems);
         check_peers(&self.peers, self.node.id, &mut problems);
         check_host_ports("om.scm_addrs", &self.om.scm_addrs, &mut problems);
@@ -173,7 +176,8 @@ impl Config {
     /// files, and that the certificate names this om's node id.
     pub fn security(&self) -> anyhow::Result<rozone_rpc::Security> {
         let s = &self.security;
-        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?;
+        let sec = rozone_rpc::Security::from_settings(s.insecure, &s.ca_cert, &s.cert, &s.key)?
+            .with_limits(rozone_rpc::ServerLimits::from(&self.rpc));
         sec.check_identity(rozone_rpc::Role::Om, self.node.id)?;
         Ok(sec)
     }

@@ -192,9 +192,9 @@ impl OmNode {
             return Err(RaftGroupError::NotLeader { leader: None }.into());
         };
         let ch = self.channel(&addr)?;
-        let mut req = tonic::Request::new(pb::ReadIndexRequest {});
+        let mut req = tonic::Request::new(rozone_proto::ring::ReadIndexRequest {});
         req.set_timeout(READ_INDEX_WAIT);
-        let mut client = rozone_proto::om::om_ring_client::OmRingClient::new(ch);
+        let mut client = rozone_proto::ring::ring_client::RingClient::new(ch);
         let r = tokio::time::timeout(READ_INDEX_WAIT, client.read_index(req))
             .await
             .unwrap_or_else(|_| {

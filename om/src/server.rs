@@ -1,6 +1,6 @@
 //! One OM process's servers and Raft group: binds the client, peer and HTTP listeners,
 //! opens (or creates with `--init`, or joins with `--bootstrap`) the OM ring, serves
-//! `OmService`, `OmAdmin` and `OmRing` on the client port, Raft and checkpoint downloads on
+//! `OmService`, `OmAdmin` and the shared `Ring` service on the client port, Raft and checkpoint downloads on
 //! the peer port, and runs the background tasks. [`OmServer::stop`] closes it all.
 
 use std::net::SocketAddr;
@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rozone_proto::om::om_admin_server::OmAdminServer;
-use rozone_proto::om::om_ring_server::OmRingServer;
 use rozone_proto::om::om_service_server::OmServiceServer;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
 use rozone_rpc::Role;
@@ -19,7 +18,7 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::node::OmNode;
-use crate::service::{admin::AdminService, ring::RingService, OmServiceImpl};
+use crate::service::{admin::AdminService, ring::OmRingHooks, OmServiceImpl};
 use crate::state::OmLogic;
 
 /// Raft group id of the OM ring.
@@ -102,7 +101,13 @@ impl OmServer {
                     .max_decoding_message_size(max),
             )
             .add_service(OmAdminServer::new(AdminService { node: node.clone() }))
-            .add_service(OmRingServer::new(RingService { node: node.clone() }));
+            .add_service(
+                rozone_raft::ring::RingService::new(
+                    group.clone(),
+                    Arc::new(OmRingHooks { node: node.clone() }),
+                )
+                .server(),
+            );
         let mut tasks = vec![
             rozone_raft::server::spawn_router(
                 "peer",

@@ -3,6 +3,7 @@
 //! config it joins and serves; with `--force` and the incomplete config it joins and stays
 //! up, using the address from the Raft membership.
 
+use rozone_telemetry::testkit::free_port;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -11,14 +12,6 @@ use rozone_proto::om as pb;
 use rozone_telemetry::testkit::{self, Daemon, TIMEOUT};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rozone-om");
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 struct P {
     id: u64,
@@ -78,11 +71,11 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 async fn members(addr: &str) -> Vec<u64> {
-    let mut c = pb::om_ring_client::OmRingClient::connect(format!("http://{addr}"))
+    let mut c = rozone_proto::ring::ring_client::RingClient::connect(format!("http://{addr}"))
         .await
         .unwrap();
     let r = c
-        .ring_info(pb::RingInfoRequest {})
+        .ring_info(rozone_proto::ring::RingInfoRequest {})
         .await
         .unwrap()
         .into_inner();

@@ -9,6 +9,12 @@ pub mod raft {
     tonic::include_proto!("rozone.raft.v1");
 }
 
+/// The ring service every replicated daemon (OM, SCM) serves: ring info, joining,
+/// membership changes, leader transfer, read index.
+pub mod ring {
+    tonic::include_proto!("rozone.ring.v1");
+}
+
 /// SCM ring management, block allocation, the datanode protocol and SCM admin.
 pub mod scm {
     tonic::include_proto!("rozone.scm.v1");

@@ -15,8 +15,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use rozone_proto::scm::scm_ring_client::ScmRingClient;
-use rozone_proto::scm::{AddMemberRequest, PrepareCheckpointRequest, RingInfoRequest};
+use rozone_proto::ring::ring_client::RingClient;
+use rozone_proto::ring::{AddMemberRequest, PrepareCheckpointRequest, RingInfoRequest};
 use rozone_raft::join::{JoinAsk, JoinHooks, JoinPolicy, RingId};
 use rozone_raft::{DownloadPolicy, NodeInfo, PeerChannels, StateMachineLogic};
 use rozone_rpc::Security;
@@ -28,7 +28,7 @@ use crate::state::{ScmLogic, GROUP};
 
 const RPC_TIMEOUT: Duration = Duration::from_secs(30);
 
-async fn client(security: &Security, addr: &str) -> anyhow::Result<ScmRingClient<Channel>> {
+async fn client(security: &Security, addr: &str) -> anyhow::Result<RingClient<Channel>> {
     let ch = security
         .channels()
         .endpoint(addr)?
@@ -36,7 +36,7 @@ async fn client(security: &Security, addr: &str) -> anyhow::Result<ScmRingClient
         .connect()
         .await
         .with_context(|| format!("connect to SCM at {addr}"))?;
-    Ok(ScmRingClient::new(ch))
+    Ok(RingClient::new(ch))
 }
 
 /// The client address of the ring's leader and the ring id, as seen by any listed peer.
@@ -93,6 +93,7 @@ pub async fn take_leader_checkpoint(config: &Config, mut leader: String) -> anyh
                 let policy = DownloadPolicy {
                     attempts: scm.bootstrap_attempts - attempt + 1,
                     pause: scm.bootstrap_retry_pause,
+                    stall: config.raft.snapshot_stall_timeout,
                 };
                 let cfs = ScmLogic.column_families();
                 rozone_raft::download::bootstrap_from_checkpoint(
@@ -164,6 +165,7 @@ impl JoinHooks for ScmJoin {
                 ring_id: ask.ring_id.map(|r| r.to_string()).unwrap_or_default(),
                 last_log_index: ask.last_log_index,
                 check_only: ask.check_only,
+                force: false,
             })
             .await
             .map(|_| ())

@@ -11,7 +11,7 @@
 //!   implies, ReplicationManager, safe mode).
 //! - [`leader`]: the leader's work on the node (reports, pipelines, blocks,
 //!   ReplicationManager, the periodic loop).
-//! - [`service`]: every gRPC service (`ScmDatanode`, `ScmBlock`, `ScmAdmin`, `ScmRing`);
+//! - [`service`]: every gRPC service (`ScmDatanode`, `ScmBlock`, `ScmAdmin`, the shared `Ring`);
 //!   [`convert`]: proto ↔ domain; [`error`]: [`error::ScmError`] and its one mapping to
 //!   `tonic::Status`; [`health`]: `/ready` and `/metrics`.
 //!

@@ -26,7 +26,7 @@ use rozone_proto::scm::scm_datanode_server::ScmDatanodeServer;
 use crate::config::Config;
 use crate::node::ScmNode;
 use crate::service::admin::AdminService;
-use crate::service::ring::RingService;
+use crate::service::ring::ScmRingHooks;
 use crate::service::{BlockService, DatanodeService};
 use crate::state::{read, ScmLogic, ScmRequest, ScmResponse, GROUP};
 
@@ -109,10 +109,13 @@ impl ScmServer {
         let stop = CancellationToken::new();
         let node = ScmNode::new(group.clone(), config.scm.clone());
         let (raft, snap) = rozone_raft::server::peer_services(&registry, Role::Scm);
-        let ring_svc = rozone_proto::scm::scm_ring_server::ScmRingServer::new(RingService {
-            group: group.clone(),
-            checkpoint_addr: checkpoint_adv,
-        });
+        let ring_svc = rozone_raft::ring::RingService::new(
+            group.clone(),
+            Arc::new(ScmRingHooks {
+                checkpoint_addr: checkpoint_adv,
+            }),
+        )
+        .server();
         let servers = vec![
             rozone_raft::server::spawn_router(
                 "peer",

@@ -255,7 +255,7 @@ async fn bad_requests_are_refused_clearly_and_change_nothing() {
         c.admin
             .transfer_leader(pb::TransferLeaderRequest { node_id: 42 })
             .await,
-        Code::FailedPrecondition,
+        Code::InvalidArgument,
         "SCM 42 is not a voter",
     );
     assert_eq!(db_rows(&scm), deleting, "refusals changed nothing");

@@ -169,13 +169,13 @@ fn second_scm_joins_by_checkpoint_with_bootstrap() {
 
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let info = rt.block_on(async {
-        let mut c = rozone_proto::scm::scm_ring_client::ScmRingClient::connect(format!(
+        let mut c = rozone_proto::ring::ring_client::RingClient::connect(format!(
             "http://127.0.0.1:{}",
             n1.client
         ))
         .await
         .expect("connect scm1");
-        c.ring_info(rozone_proto::scm::RingInfoRequest {})
+        c.ring_info(rozone_proto::ring::RingInfoRequest {})
             .await
             .expect("ring info")
             .into_inner()

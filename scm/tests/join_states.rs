@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use rozone_proto::scm as pb;
+use rozone_proto::ring as rpb;
 use rozone_telemetry::proxy::Proxy;
 use rozone_telemetry::testkit::{self, Daemon};
 use rozone_tests::free_port;
@@ -63,22 +63,22 @@ fn spawn(config: &std::path::Path, flags: &[&str]) -> Daemon {
     Daemon::spawn(c).expect("spawn rozone-scm")
 }
 
-async fn ring_info(client: u16) -> Option<pb::RingInfoReply> {
+async fn ring_info(client: u16) -> Option<rpb::RingInfoReply> {
     let ch = tonic::transport::Endpoint::from_shared(format!("http://127.0.0.1:{client}"))
         .ok()?
         .timeout(Duration::from_secs(3))
         .connect()
         .await
         .ok()?;
-    pb::scm_ring_client::ScmRingClient::new(ch)
-        .ring_info(pb::RingInfoRequest {})
+    rpb::ring_client::RingClient::new(ch)
+        .ring_info(rpb::RingInfoRequest {})
         .await
         .ok()
         .map(|r| r.into_inner())
 }
 
 /// Waits until the SCM at `client` reports a membership for which `pred` holds.
-async fn wait_members(client: u16, what: &str, pred: impl Fn(&[pb::RingMember]) -> bool) {
+async fn wait_members(client: u16, what: &str, pred: impl Fn(&[rpb::RingMember]) -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         if let Some(r) = ring_info(client).await {

@@ -49,14 +49,7 @@ pub struct RaftCluster<L: StateMachineLogic> {
     tune: Tune,
 }
 
-/// A port free on 127.0.0.1 right now, for configs that must name their ports up front
-/// (another process may take it before it is bound; tests retry nothing on that).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+pub use rozone_telemetry::testkit::free_port;
 
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()

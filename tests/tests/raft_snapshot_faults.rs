@@ -190,6 +190,7 @@ async fn join_by_checkpoint_retries_and_carries_rows_the_log_does_not_explain() 
     let policy = rozone_raft::DownloadPolicy {
         attempts: 3,
         pause: std::time::Duration::from_millis(100),
+        ..Default::default()
     };
     c.bootstrap_member(4, leader_id, &policy).await.unwrap();
     c.start_member(4).await.unwrap();
@@ -229,6 +230,7 @@ async fn join_by_checkpoint_gives_up_with_a_clear_error_and_changes_nothing() {
     let policy = rozone_raft::DownloadPolicy {
         attempts: 3,
         pause: std::time::Duration::from_millis(50),
+        ..Default::default()
     };
     let err = c.bootstrap_member(4, leader_id, &policy).await.unwrap_err();
     let msg = err.to_string();

@@ -20,6 +20,7 @@ mod cli;
 mod docs;
 mod error;
 mod load;
+mod rpc;
 mod sample;
 mod sections;
 mod security;
@@ -30,6 +31,7 @@ pub use docs::{Docs, Documented};
 pub use error::{ConfigError, Problems};
 pub use humantime::format_duration;
 pub use load::{env_from_process, load, DaemonConfig, Sources, ENV_PREFIX};
+pub use rpc::RpcSection;
 pub use sample::{check_documented, sample_config};
 pub use sections::{
     check_host_port, check_host_ports, check_listen_addrs, check_peers, leader_lease, listen_on,

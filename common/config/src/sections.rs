@@ -70,6 +70,12 @@ crate::config_struct! {
         /// Log entries kept behind a snapshot, so a briefly lagging follower
         /// catches up from the log instead of downloading a whole snapshot.
         pub max_in_snapshot_log_to_keep: u64 = 1000,
+        /// How long a snapshot transfer may go without a byte arriving before it is
+        /// abandoned (the follower stops its download; the leader offers again later).
+        /// There is no bound on the whole transfer: a large snapshot over a slow link
+        /// takes as long as it needs while it makes progress.
+        #[serde(with = "crate::duration")]
+        pub snapshot_stall_timeout: Duration = Duration::from_secs(30),
     }
 }
 
@@ -125,6 +131,9 @@ impl RaftSection {
                 )
             },
         );
+        problems.check(!self.snapshot_stall_timeout.is_zero(), || {
+            "raft.snapshot_stall_timeout must be above 0".into()
+        });
         problems.check(self.snapshot_logs_since_last > 0, || {
             "raft.snapshot_logs_since_last must be above 0".into()
         });

@@ -3,7 +3,8 @@
 //! leaves only a staging directory, which is removed.
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,6 +27,9 @@ pub struct DownloadPolicy {
     pub attempts: u32,
     /// Pause between attempts.
     pub pause: Duration,
+    /// An attempt fails when no data arrives for this long; there is no bound on a whole
+    /// download that keeps making progress.
+    pub stall: Duration,
 }
 
 impl Default for DownloadPolicy {
@@ -33,6 +37,7 @@ impl Default for DownloadPolicy {
         Self {
             attempts: 3,
             pause: Duration::from_secs(1),
+            stall: Duration::from_secs(30),
         }
     }
 }
@@ -42,13 +47,16 @@ fn invalid(msg: String) -> io::Error {
 }
 
 /// Streams the snapshot `snapshot_id` of `group_id` from `source_addr` into `staging`
-/// (`staging/db/*` and `staging/MANIFEST.json`), checking offsets and per-file CRCs.
+/// (`staging/db/*` and `staging/MANIFEST.json`), checking offsets and per-file CRCs. Adds
+/// every byte written to `progress`; fails when nothing arrives for `stall`.
 pub async fn fetch_checkpoint(
     channels: &PeerChannels,
     source_addr: &str,
     group_id: &str,
     snapshot_id: &str,
     staging: &Path,
+    progress: &AtomicU64,
+    stall: Duration,
 ) -> io::Result<Manifest> {
     if !snapshot_id.is_empty() {
         snapshot::check_name("snapshot id", snapshot_id)?;
@@ -57,12 +65,19 @@ pub async fn fetch_checkpoint(
         .get(source_addr)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let mut client = SnapshotServiceClient::new(ch).max_decoding_message_size(16 << 20);
-    let mut stream = client
-        .fetch_snapshot(FetchSnapshotRequest {
-            group_id: group_id.to_string(),
-            snapshot_id: snapshot_id.to_string(),
-        })
+    let stalled = || {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no snapshot data from {source_addr} for {stall:?}"),
+        )
+    };
+    let call = client.fetch_snapshot(FetchSnapshotRequest {
+        group_id: group_id.to_string(),
+        snapshot_id: snapshot_id.to_string(),
+    });
+    let mut stream = tokio::time::timeout(stall, call)
         .await
+        .map_err(|_| stalled())?
         .map_err(|s| io::Error::new(io::ErrorKind::ConnectionRefused, s.to_string()))?
         .into_inner();
 
@@ -71,7 +86,10 @@ pub async fn fetch_checkpoint(
     let mut manifest: Option<Manifest> = None;
     let mut open: Option<(String, tokio::fs::File, u64)> = None;
     let mut chunks = 0u64;
-    while let Some(item) = stream.next().await {
+    while let Some(item) = tokio::time::timeout(stall, stream.next())
+        .await
+        .map_err(|_| stalled())?
+    {
         let chunk = item.map_err(|s| io::Error::new(io::ErrorKind::BrokenPipe, s.to_string()))?;
         match chunk.kind {
             Some(Kind::Manifest(b)) => {
@@ -128,6 +146,7 @@ pub async fn fetch_checkpoint(
                     }
                     f.write_all(&fc.data).await?;
                     *written += fc.data.len() as u64;
+                    progress.fetch_add(fc.data.len() as u64, Ordering::Relaxed);
                 }
             }
             None => return Err(invalid("empty snapshot chunk".into())),
@@ -192,7 +211,9 @@ pub fn verify_staged(
 /// `None`: the manifest's own meta, for a node joining by checkpoint). A failed attempt is
 /// reported to `on_failure`, its staging directory removed, and retried after
 /// `policy.pause`, up to `policy.attempts` times. Returns the verified checkpoint, or the
-/// last error.
+/// last error. Bytes received are added to `progress`. However it ends, even when the
+/// future is dropped midway (the leader withdrew its offer), no staging directory is left
+/// behind but the one returned.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn download_verified(
     channels: &PeerChannels,
@@ -202,6 +223,7 @@ pub(crate) async fn download_verified(
     snapshot_id: &str,
     expect: Option<&SnapshotMeta>,
     policy: &DownloadPolicy,
+    progress: &AtomicU64,
     on_failure: impl Fn(u32, &io::Error),
 ) -> Result<(Manifest, Checkpoint), io::Error> {
     let attempts = policy.attempts.max(1);
@@ -214,9 +236,18 @@ pub(crate) async fn download_verified(
     for attempt in 1..=attempts {
         let staging = state.staging_dir(&format!("{tag}-{attempt}"));
         snapshot::remove_path(&staging);
+        let guard = StagingGuard(Some(staging.clone()));
         let res: io::Result<Manifest> = async {
-            let m =
-                fetch_checkpoint(channels, source_addr, group_id, snapshot_id, &staging).await?;
+            let m = fetch_checkpoint(
+                channels,
+                source_addr,
+                group_id,
+                snapshot_id,
+                &staging,
+                progress,
+                policy.stall,
+            )
+            .await?;
             let expect = expect.cloned().unwrap_or_else(|| m.meta.clone());
             let (st, stg, m2) = (state.clone(), staging.clone(), m.clone());
             tokio::task::spawn_blocking(move || verify_staged(&stg, &m2, &expect, &st))
@@ -227,6 +258,7 @@ pub(crate) async fn download_verified(
         .await;
         match res {
             Ok(m) => {
+                guard.keep();
                 let cp = Checkpoint {
                     id: m.snapshot_id.clone(),
                     dir: staging,
@@ -234,7 +266,7 @@ pub(crate) async fn download_verified(
                 return Ok((m, cp));
             }
             Err(e) => {
-                snapshot::remove_path(&staging);
+                drop(guard);
                 on_failure(attempt, &e);
                 last_err = e;
                 if attempt < attempts {
@@ -244,6 +276,24 @@ pub(crate) async fn download_verified(
         }
     }
     Err(last_err)
+}
+
+/// Removes a staging directory when dropped, unless [`StagingGuard::keep`] was called: the
+/// one cleanup for every way a download can end (error, panic, or its future dropped).
+struct StagingGuard(Option<PathBuf>);
+
+impl StagingGuard {
+    fn keep(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for StagingGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            snapshot::remove_path(&p);
+        }
+    }
 }
 
 /// Why joining by checkpoint failed.
@@ -295,6 +345,7 @@ pub async fn bootstrap_from_checkpoint(
         "",
         None,
         policy,
+        &AtomicU64::new(0),
         |attempt, e| {
             tracing::error!(group = %group_id, source = %source_addr, attempt, error = %e,
                 "checkpoint download for joining failed; not joining without it");

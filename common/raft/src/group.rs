@@ -19,6 +19,7 @@ use openraft::raft::{
 use openraft::type_config::async_runtime::WatchReceiver;
 use openraft::{ChangeMembers, Config, SnapshotPolicy};
 use rozone_kv::rocksdb::DB;
+use tokio_util::sync::CancellationToken;
 
 use crate::codec::decode;
 use crate::contact::{leader_ready, ContactRecord, LeaderContact};
@@ -54,7 +55,9 @@ pub struct GroupConfig {
     pub snapshot_logs_since_last: u64,
     /// Entries kept in the log behind a snapshot (for slow followers to catch up by log).
     pub max_in_snapshot_log_to_keep: u64,
-    /// How long a leader waits for a follower to download and install a snapshot.
+    /// How long a snapshot install may go without progress (bytes received by the
+    /// follower) before the leader gives up on it and offers again later; no bound on the
+    /// whole install. The follower's own download stall limit is `download.stall`.
     pub install_snapshot_timeout: Duration,
     pub download: DownloadPolicy,
     /// Where followers download this node's snapshots; defaults to `node_info.peer_addr`.
@@ -77,7 +80,7 @@ impl GroupConfig {
             heartbeat_interval: Duration::from_millis(100),
             snapshot_logs_since_last: 10_000,
             max_in_snapshot_log_to_keep: 1_000,
-            install_snapshot_timeout: Duration::from_secs(60),
+            install_snapshot_timeout: Duration::from_secs(30),
             download: DownloadPolicy::default(),
             snapshot_source_addr: None,
             serve_peers_at_start: true,
@@ -98,6 +101,8 @@ impl GroupConfig {
         self.fsync = r.fsync;
         self.snapshot_logs_since_last = r.snapshot_logs_since_last;
         self.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
+        self.install_snapshot_timeout = r.snapshot_stall_timeout;
+        self.download.stall = r.snapshot_stall_timeout;
         self
     }
 
@@ -162,12 +167,16 @@ pub struct SnapshotStats {
     pub download_failures: u64,
     /// Snapshots installed on this node.
     pub installs: u64,
+    /// Offers the leader withdrew while this node was downloading (it stopped making
+    /// progress for the leader's stall limit); the download was stopped and cleaned up.
+    pub withdrawn: u64,
 }
 
 #[derive(Default)]
 struct Counters {
     download_failures: AtomicU64,
     installs: AtomicU64,
+    withdrawn: AtomicU64,
 }
 
 impl<L: StateMachineLogic> RaftGroup<L> {
@@ -203,6 +212,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
                 .snapshot_source_addr
                 .clone()
                 .unwrap_or_else(|| cfg.node_info.peer_addr.clone()),
+            install_stall: cfg.install_snapshot_timeout,
             stats: net_stats.clone(),
         };
         let raft = Raft::<L>::new(cfg.node_id, Arc::new(cfg.openraft_config()?), net, log, sm)
@@ -260,6 +270,11 @@ impl<L: StateMachineLogic> RaftGroup<L> {
 
     pub fn node_info(&self) -> &NodeInfo {
         &self.cfg.node_info
+    }
+
+    /// The configuration this group was started with.
+    pub fn config(&self) -> &GroupConfig {
+        &self.cfg
     }
 
     /// Whether this group already has a membership (initialised, or joined).
@@ -444,11 +459,19 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         what: &str,
         pred: impl Fn(&RaftMetrics) -> bool + Send + 'static,
     ) -> Result<RaftMetrics, RaftGroupError> {
-        self.raft
+        let r = self
+            .raft
             .wait(Some(timeout))
             .metrics(move |m| pred(m), what)
-            .await
-            .map_err(|e| RaftGroupError::Timeout(format!("{what}: {e}")))
+            .await;
+        r.map_err(|e| match &self.metrics().running_state {
+            // The wait ended because the core stopped on a fatal error: name that error, not
+            // the wait, so a startup step that dies with the core reads like `failed()`.
+            Err(fatal) => RaftGroupError::Fatal(format!(
+                "the Raft group stopped on a fatal error ({fatal}) while waiting for {what}"
+            )),
+            Ok(()) => RaftGroupError::Timeout(format!("{what}: {e}")),
+        })
     }
 
     /// Resolves, with openraft's message, once this group's Raft has stopped on a fatal
@@ -582,6 +605,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         SnapshotStats {
             download_failures: self.stats.download_failures.load(Ordering::Relaxed),
             installs: self.stats.installs.load(Ordering::Relaxed),
+            withdrawn: self.stats.withdrawn.load(Ordering::Relaxed),
         }
     }
 
@@ -610,7 +634,11 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         }
     }
 
-    async fn download_verified(&self, offer: &SnapshotOffer) -> Result<Checkpoint, String> {
+    async fn download_verified(
+        &self,
+        offer: &SnapshotOffer,
+        progress: &AtomicU64,
+    ) -> Result<Checkpoint, String> {
         let policy = &self.cfg.download;
         crate::download::download_verified(
             &self.channels,
@@ -620,6 +648,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             &offer.snapshot_id,
             Some(&offer.meta),
             policy,
+            progress,
             |attempt, e| {
                 self.stats.download_failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
@@ -717,6 +746,8 @@ impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {
     fn receive_snapshot(
         &self,
         offer: SnapshotOffer,
+        progress: Arc<AtomicU64>,
+        withdrawn: CancellationToken,
     ) -> BoxFuture<'_, Reply<SnapshotResponse<TypeConfig>>> {
         async move {
             let local_vote = self.metrics().vote;
@@ -724,8 +755,22 @@ impl<L: StateMachineLogic> GroupHandle for RaftGroup<L> {
                 // A stale leader: answer with our vote so it steps down; download nothing.
                 return Ok(SnapshotResponse::new(local_vote));
             }
-            let _one = self.install_lock.lock().await;
-            let cp = self.download_verified(&offer).await?;
+            let withdrew = || {
+                self.stats.withdrawn.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(group = %self.cfg.group_id, snapshot = %offer.snapshot_id,
+                    "the leader withdrew its snapshot offer; download stopped");
+                "the leader withdrew its snapshot offer".to_string()
+            };
+            let _one = tokio::select! {
+                one = self.install_lock.lock() => one,
+                _ = withdrawn.cancelled() => return Err(withdrew()),
+            };
+            // Dropping the download midway removes its staging directory; the install step
+            // below is never interrupted (openraft and the state machine own the files then).
+            let cp = tokio::select! {
+                cp = self.download_verified(&offer, &progress) => cp?,
+                _ = withdrawn.cancelled() => return Err(withdrew()),
+            };
             let pre_install = pre_install_failpoint();
             if let Err(e) = pre_install {
                 self.stats.download_failures.fetch_add(1, Ordering::Relaxed);

@@ -28,7 +28,7 @@ use tonic::transport::Channel;
 use crate::codec::{decode, encode};
 use crate::snapshot::Checkpoint;
 use crate::types::{NodeId, NodeInfo, TypeConfig, Vote};
-use crate::wire::{Reply, SnapshotOffer};
+use crate::wire::{status_to_rpc, Reply, SnapshotOffer};
 
 type RpcErr = RPCError<TypeConfig>;
 
@@ -115,6 +115,8 @@ pub struct NetworkFactory {
     pub(crate) channels: Arc<PeerChannels>,
     /// Where followers download this node's snapshots from.
     pub(crate) snapshot_source_addr: String,
+    /// How long an install may go without progress before this leader gives up on it.
+    pub(crate) install_stall: Duration,
     pub(crate) stats: Arc<NetStats>,
     /// This member's ring id, carried by every RPC.
     pub(crate) ring: Arc<crate::join::RingSlot>,
@@ -146,15 +148,6 @@ pub struct PeerConn {
     target: NodeId,
     addr: String,
     heartbeat: bool,
-}
-
-fn status_to_rpc(s: tonic::Status) -> RpcErr {
-    match s.code() {
-        tonic::Code::Unavailable | tonic::Code::NotFound | tonic::Code::Cancelled => {
-            RPCError::Unreachable(Unreachable::from_string(s.to_string()))
-        }
-        _ => RPCError::Network(NetworkError::from_string(s.to_string())),
-    }
 }
 
 impl PeerConn {
@@ -290,7 +283,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
         vote: Vote,
         snapshot: crate::snapshot::Snap,
         cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
-        option: RPCOption,
+        _option: RPCOption,
     ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
         let offer = SnapshotOffer {
             vote,
@@ -298,16 +291,29 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             snapshot_id: snapshot.snapshot.id.clone(),
             source_addr: self.factory.snapshot_source_addr.clone(),
         };
-        let req = Self::with_deadline(self.request(&offer)?, option.hard_ttl());
+        // No deadline on the whole install (openraft's hard TTL is ignored here): the
+        // follower reports progress, and a stall of `install_stall` ends it (see install.rs).
+        let stall = self.factory.install_stall;
+        let req = tonic::Request::new(self.request(&offer)?);
         let mut client = self.client()?;
-        let call = client.install_snapshot(req);
+        let install = async move {
+            let answer = tokio::time::timeout(stall, client.install_snapshot(req))
+                .await
+                .map_err(|_| {
+                    RPCError::Unreachable(Unreachable::from_string(format!(
+                        "no answer to the snapshot offer within {stall:?}"
+                    )))
+                })?
+                .map_err(status_to_rpc)?
+                .into_inner();
+            crate::install::await_answer(answer, stall).await
+        };
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
-            r = call => {
-                let reply = r.map_err(status_to_rpc)?;
+            r = install => {
                 // A follower whose download or verification failed answers with an error:
                 // reported as Unreachable so the leader backs off before offering again.
-                Ok(decode_reply(reply.into_inner())?)
+                Ok(decode_reply(r?)?)
             }
         }
     }

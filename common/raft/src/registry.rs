@@ -40,9 +40,13 @@ pub trait GroupHandle: Send + Sync {
         &self,
         input: BoxStream<'static, AppendEntriesRequest<TypeConfig>>,
     ) -> BoxStream<'static, Result<StreamAppendResult<TypeConfig>, Fatal<TypeConfig>>>;
+    /// Downloads, verifies and installs the offered snapshot, adding the bytes received to
+    /// `progress`; stops the download (and cleans up) once `withdrawn` is cancelled.
     fn receive_snapshot(
         &self,
         offer: SnapshotOffer,
+        progress: std::sync::Arc<std::sync::atomic::AtomicU64>,
+        withdrawn: tokio_util::sync::CancellationToken,
     ) -> BoxFuture<'_, Reply<SnapshotResponse<TypeConfig>>>;
     fn transfer_leader(
         &self,

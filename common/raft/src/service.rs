@@ -19,19 +19,12 @@ use rozone_proto::raft::snapshot_service_server::SnapshotService;
 use rozone_proto::raft::{FetchSnapshotRequest, FileChunk, RaftReply, RaftRequest, SnapshotChunk};
 use rozone_rpc::auth::{require_node, require_role};
 use rozone_rpc::Role;
-use serde::Serialize;
 use tokio::io::AsyncReadExt;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::codec::{decode, encode};
+use crate::codec::decode;
 use crate::registry::GroupRegistry;
-use crate::wire::{Reply, SnapshotOffer};
-
-fn reply<T: Serialize>(r: &Reply<T>) -> Result<RaftReply, Status> {
-    Ok(RaftReply {
-        payload: encode(r).map_err(|e| Status::internal(e.to_string()))?,
-    })
-}
+use crate::wire::{reply, Reply, SnapshotOffer};
 
 fn payload<T: serde::de::DeserializeOwned>(req: &RaftRequest) -> Result<T, Status> {
     decode(&req.payload).map_err(|e| Status::invalid_argument(format!("bad raft payload: {e}")))
@@ -167,17 +160,18 @@ impl RaftService for RaftServiceImpl {
         Ok(Response::new(Box::pin(out)))
     }
 
+    type InstallSnapshotStream = crate::install::ProgressStream;
+
     async fn install_snapshot(
         &self,
         call: Request<RaftRequest>,
-    ) -> Result<Response<RaftReply>, Status> {
+    ) -> Result<Response<Self::InstallSnapshotStream>, Status> {
         self.check_sender(&call, call.get_ref(), "raft snapshot offer")?;
         let req = call.into_inner();
         let g = self.registry.route(&req)?;
         let offer: SnapshotOffer = payload(&req)?;
         same_sender(&req, offer.vote.leader_id().node_id, "raft snapshot offer")?;
-        let r = g.receive_snapshot(offer).await;
-        Ok(Response::new(reply(&r)?))
+        Ok(Response::new(crate::install::serve(g, offer)))
     }
 
     async fn transfer_leader(
@@ -251,6 +245,22 @@ impl SnapshotService for SnapshotServiceImpl {
             ))
         })?;
         let body = serde_json::to_vec(&manifest).map_err(|e| Status::internal(e.to_string()))?;
+        // Every file is opened before the first byte goes out: a newer snapshot that
+        // replaces this one mid-transfer removes its directory, and open files stay readable
+        // after that, so a slow download is never cut short by the leader moving on.
+        let mut files = Vec::with_capacity(manifest.files.len());
+        for f in &manifest.files {
+            let file = tokio::fs::File::open(cp.db_dir().join(&f.name))
+                .await
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Status::not_found(format!(
+                        "snapshot {:?} was superseded while it was being opened",
+                        manifest.snapshot_id
+                    )),
+                    _ => Status::internal(format!("open {}: {e}", f.name)),
+                })?;
+            files.push((f.name.clone(), file));
+        }
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<SnapshotChunk, Status>>(4);
         tokio::spawn(async move {
             let _ = tx
@@ -258,10 +268,10 @@ impl SnapshotService for SnapshotServiceImpl {
                     kind: Some(Kind::Manifest(body)),
                 }))
                 .await;
-            for f in &manifest.files {
-                if let Err(e) = send_file(&tx, &cp.db_dir().join(&f.name), &f.name).await {
+            for (name, file) in files {
+                if let Err(e) = send_file(&tx, file, &name).await {
                     let _ = tx
-                        .send(Err(Status::internal(format!("read {}: {e}", f.name))))
+                        .send(Err(Status::internal(format!("read {name}: {e}"))))
                         .await;
                     return;
                 }
@@ -275,10 +285,9 @@ impl SnapshotService for SnapshotServiceImpl {
 
 async fn send_file(
     tx: &tokio::sync::mpsc::Sender<Result<SnapshotChunk, Status>>,
-    path: &std::path::Path,
+    mut f: tokio::fs::File,
     name: &str,
 ) -> std::io::Result<()> {
-    let mut f = tokio::fs::File::open(path).await?;
     let mut offset = 0u64;
     loop {
         let mut buf = vec![0u8; CHUNK];
@@ -305,8 +314,25 @@ async fn send_file(
         if tx.send(Ok(chunk)).await.is_err() {
             return Ok(()); // receiver went away
         }
+        send_pace_failpoint().await;
         if filled < CHUNK {
             return Ok(());
         }
+    }
+}
+
+/// Test hook (failpoint `raft-snapshot-send-pace`, configured as `return(<ms>)`): waits that
+/// long after each chunk sent, as a slow link would.
+#[cfg(not(feature = "failpoints"))]
+async fn send_pace_failpoint() {}
+
+#[cfg(feature = "failpoints")]
+async fn send_pace_failpoint() {
+    let pause = fail::eval("raft-snapshot-send-pace", |arg| {
+        arg.and_then(|a| a.trim().parse::<u64>().ok())
+    })
+    .flatten();
+    if let Some(ms) = pause {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::error::RpcError;
-use crate::tls::TlsMaterial;
+use crate::tls::{Security, TlsMaterial};
 
 /// Establishing a TCP (+ TLS) + HTTP/2 connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -147,5 +147,17 @@ mod tests {
         assert!(host_port("nohost").is_err());
         assert!(host_port("a:0").is_err());
         assert!(host_port(":5").is_err());
+    }
+}
+
+impl Security {
+    /// The factory for this process's client channels (mutual TLS with its certificate, or
+    /// plaintext when it runs insecure). Defined here, beside the factory, so that the TLS
+    /// material does not depend on how channels are built.
+    pub fn channels(&self) -> ChannelFactory {
+        match self.material() {
+            Some(m) => ChannelFactory::tls(m),
+            None => ChannelFactory::insecure(),
+        }
     }
 }

@@ -21,6 +21,7 @@
 pub mod auth;
 pub mod channel;
 pub mod error;
+pub mod limits;
 pub mod pki;
 pub mod ring;
 pub mod tls;
@@ -28,6 +29,7 @@ pub mod tls;
 pub use auth::{Caller, Role};
 pub use channel::ChannelFactory;
 pub use error::RpcError;
+pub use limits::ServerLimits;
 pub use ring::{RetryPolicy, Ring};
 pub use tls::Security;
 

@@ -16,8 +16,8 @@ use tonic::transport::{Certificate, Identity, Server, ServerTlsConfig};
 use x509_parser::prelude::{FromDer, X509Certificate};
 
 use crate::auth::Caller;
-use crate::channel::ChannelFactory;
 use crate::error::RpcError;
+use crate::limits::ServerLimits;
 
 /// Longest a TLS handshake on a server may take (a client that opens a socket and says
 /// nothing is dropped after this).
@@ -136,6 +136,7 @@ impl TlsMaterial {
 #[derive(Clone)]
 pub struct Security {
     material: Option<Arc<TlsMaterial>>,
+    limits: ServerLimits,
 }
 
 impl std::fmt::Debug for Security {
@@ -150,13 +151,17 @@ impl std::fmt::Debug for Security {
 impl Security {
     /// Plaintext everywhere, every caller trusted: only when asked for explicitly.
     pub fn insecure() -> Self {
-        Self { material: None }
+        Self {
+            material: None,
+            limits: ServerLimits::default(),
+        }
     }
 
     /// Mutual TLS with checked files (see [`TlsMaterial::load`]).
     pub fn load(ca_cert: &Path, cert: &Path, key: &Path) -> Result<Self, RpcError> {
         Ok(Self {
             material: Some(Arc::new(TlsMaterial::load(ca_cert, cert, key)?)),
+            limits: ServerLimits::default(),
         })
     }
 
@@ -172,6 +177,12 @@ impl Security {
             return Ok(Self::insecure());
         }
         Self::load(ca_cert, cert, key)
+    }
+
+    /// The same security with these server limits (the daemon's `[rpc]` section).
+    pub fn with_limits(mut self, limits: ServerLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Refuses a certificate issued for another process (a copy-paste of the wrong file):
@@ -218,17 +229,9 @@ impl Security {
         self.material.as_deref()
     }
 
-    /// The factory for this process's client channels.
-    pub fn channels(&self) -> ChannelFactory {
-        match &self.material {
-            Some(m) => ChannelFactory::tls(m),
-            None => ChannelFactory::insecure(),
-        }
-    }
-
     /// A server builder: requires a client certificate from the cluster CA when secure.
     pub fn server(&self) -> Result<Server, RpcError> {
-        let b = Server::builder().tcp_nodelay(true);
+        let b = self.limits.apply(Server::builder().tcp_nodelay(true));
         let Some(m) = &self.material else {
             return Ok(b);
         };

@@ -2,6 +2,10 @@
 //! for a line on its stderr, signal it, await its exit — each with a
 //! timeout, never a fixed sleep.
 
+mod ports;
+
+pub use ports::free_port;
+
 use std::ffi::OsStr;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
@@ -38,6 +42,20 @@ pub fn insecure_command(bin: impl AsRef<OsStr>) -> Command {
 struct Output {
     text: String,
     closed: bool,
+}
+
+/// The resident set size of process `pid` now, from `/proc` (`None` if it is gone).
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// A running daemon whose stderr is collected as it arrives. Killed with
@@ -123,6 +141,16 @@ impl Daemon {
                 .map(|(guard, _)| guard)
                 .unwrap_or_else(|e| e.into_inner().0);
         }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The resident set size now (`None` once the process is gone).
+    pub fn rss_bytes(&self) -> Option<u64> {
+        rss_bytes(self.pid)
     }
 
     /// Sends a signal by name (`"TERM"`, `"INT"`, `"KILL"`) with kill(1),

@@ -39,13 +39,7 @@ where
     }
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use rozone_telemetry::testkit::free_port;
 
 // ---------------------------------------------------------------------------------------
 // Fake SCM.

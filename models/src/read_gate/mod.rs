@@ -30,11 +30,13 @@
 //! state, which covers the extremes); a lost or torn disk write (the log, vote and commit
 //! index are durable, as with fsync on).
 
+pub mod config;
 pub mod model;
 pub mod raft;
 pub mod reads;
 pub mod state;
 pub mod timing;
 
-pub use model::{check, Action, Bounds, Flaw, Outcome, ReadGate, CHECK_DEPTH};
+pub use config::{Bounds, Flaw, ReadGate};
+pub use model::{check, Action, Outcome, CHECK_DEPTH};
 pub use state::State;

@@ -1,7 +1,7 @@
 //! The Raft-ish steps. Each returns the next state, or `None` if the step is not enabled or
 //! would change nothing.
 
-use super::model::{Flaw, ReadGate};
+use super::config::{Flaw, ReadGate};
 use super::state::{Append, Contact, Entry, Id, Leading, Role, State, MEMBERS, QUORUM};
 use super::timing::passed;
 

@@ -5,7 +5,7 @@
 
 use rozone_raft::gate::{self, LeaderInput, LeaseInput, LogLimit};
 
-use super::model::{Flaw, ReadGate};
+use super::config::{Flaw, ReadGate};
 use super::state::{Id, Leading, Role, State, WriteId, MEMBERS, QUORUM};
 use super::timing::{age, Tick};
 

@@ -1,5 +1,6 @@
 //! The gRPC services on the OM client port: `OmService` (namespace and keys), `OmAdmin`
-//! (roles, leader transfer, decommission) and `OmRing` (what a bootstrapping OM asks).
+//! (roles, leader transfer, decommission) and the OM's hooks of the shared `Ring` service
+//! (what a bootstrapping OM asks; `rozone_raft::ring`).
 //! Each handler converts its request at the edge and maps errors through the one
 //! `From<OmError> for Status`.
 

@@ -110,12 +110,7 @@ pub async fn fake_scm() -> (Arc<FakeScm>, SocketAddr) {
     (scm, addr)
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
+pub use rozone_telemetry::testkit::free_port;
 
 /// Peers `1..=n` on free ports.
 pub fn peers(n: u64) -> Vec<Peer> {

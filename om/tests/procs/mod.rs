@@ -3,13 +3,15 @@
 //! killed and restarted. Everything a test waits for is polled with a deadline.
 #![allow(dead_code)]
 
+use rozone_telemetry::testkit::free_port;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use rozone_proto::om as pb;
-use rozone_proto::om::om_ring_client::OmRingClient;
 use rozone_proto::om::om_service_client::OmServiceClient;
+use rozone_proto::ring as rpb;
+use rozone_proto::ring::ring_client::RingClient;
 use rozone_telemetry::proxy::Proxy;
 use rozone_telemetry::testkit::{self, Daemon};
 use tonic::transport::Channel;
@@ -20,13 +22,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_rozone-om");
 pub const WAIT: Duration = Duration::from_secs(60);
 /// A bound on one RPC: a paused process never answers.
 const CALL: Duration = Duration::from_secs(3);
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 /// One member: its config file, its process (if running) and the proxy of its peer port.
 pub struct Member {
@@ -164,8 +159,8 @@ impl ProcRing {
         &self,
         asked: u64,
         what: &str,
-        pred: impl Fn(&[pb::RingMember]) -> bool,
-    ) -> pb::RingInfoReply {
+        pred: impl Fn(&[rpb::RingMember]) -> bool,
+    ) -> rpb::RingInfoReply {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
             if let Ok(r) = self.ring_info(asked).await {
@@ -208,9 +203,9 @@ impl ProcRing {
     }
 
     /// Member `id`'s view of the ring, or why it did not answer.
-    pub async fn ring_info(&self, id: u64) -> Result<pb::RingInfoReply, String> {
-        OmRingClient::new(self.channel(id).await?)
-            .ring_info(pb::RingInfoRequest {})
+    pub async fn ring_info(&self, id: u64) -> Result<rpb::RingInfoReply, String> {
+        RingClient::new(self.channel(id).await?)
+            .ring_info(rpb::RingInfoRequest {})
             .await
             .map(|r| r.into_inner())
             .map_err(|e| e.to_string())

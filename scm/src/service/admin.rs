@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::cluster::replication::Verdict;
 use crate::convert;
-use crate::error::{Invalid, ScmError};
+use crate::error::{Invalid, ScmError, SERVICE_NAME};
 use crate::leader::rm;
 use crate::node::ScmNode;
 use crate::state::{read, ContainerState, ScmResponse};
@@ -46,30 +46,11 @@ impl ScmAdmin for AdminService {
     ) -> Result<Response<pb::TransferLeaderReply>, Status> {
         require_role(&req, &[Role::Admin], "TransferLeader")?;
         let to = need_id(req.into_inner().node_id, "node_id")?;
-        let g = &self.0.group;
-        if !g.is_ready_leader() {
-            return Err(ScmError::from(g.not_leader_error()).into());
-        }
-        let m = g.metrics();
-        if !m
-            .membership_config
-            .membership()
-            .voter_ids()
-            .any(|v| v == to)
-        {
-            return Err(ScmError::FailedPrecondition(format!(
-                "SCM {to} is not a voter of the ring"
-            ))
-            .into());
-        }
-        if to != g.node_id() {
-            g.transfer_leader(to).await.map_err(ScmError::from)?;
-            g.wait_for(TRANSFER_WAIT, "the new SCM leader", move |m| {
-                m.current_leader == Some(to)
-            })
+        self.0
+            .group
+            .hand_over(SERVICE_NAME, to, TRANSFER_WAIT)
             .await
-            .map_err(ScmError::from)?;
-        }
+            .map_err(|e| rozone_raft::ring::ring_op_status(SERVICE_NAME, e))?;
         Ok(Response::new(pb::TransferLeaderReply { leader_id: to }))
     }
 

@@ -1,6 +1,6 @@
 //! The SCM's gRPC services on the client port, over [`crate::node::ScmNode`]:
 //! `ScmDatanode` (register, heartbeat) and `ScmBlock` (allocate, delete blocks) here,
-//! `ScmAdmin` in [`admin`], `ScmRing` in [`ring`]. The only code that returns
+//! `ScmAdmin` in [`admin`], and the SCM's hooks of the shared `Ring` service in [`ring`]. The only code that returns
 //! `tonic::Status`: every refusal is a [`crate::error::ScmError`] mapped by its one
 //! `From` (Raft refusals as the Raft layer words them, bad fields `INVALID_ARGUMENT`,
 //! unknown ids `NOT_FOUND`, wrong states `FAILED_PRECONDITION`).

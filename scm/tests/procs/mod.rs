@@ -5,15 +5,16 @@
 //! is polled with a deadline.
 #![allow(dead_code)]
 
+use rozone_telemetry::testkit::free_port;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use rozone_proto::ring::ring_client::RingClient;
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_admin_client::ScmAdminClient;
 use rozone_proto::scm::scm_block_client::ScmBlockClient;
 use rozone_proto::scm::scm_datanode_client::ScmDatanodeClient;
-use rozone_proto::scm::scm_ring_client::ScmRingClient;
 use rozone_telemetry::proxy::Proxy;
 use rozone_telemetry::testkit::{self, Daemon};
 use tonic::transport::Channel;
@@ -28,13 +29,6 @@ const CALL: Duration = Duration::from_secs(3);
 pub const ELECTION_TIMEOUT_MAX: Duration = Duration::from_secs(1);
 const RAFT: &str = "[raft]\nfsync = false\nelection_timeout_min = \"500ms\"\n\
                     election_timeout_max = \"1s\"\nheartbeat_interval = \"100ms\"\n";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
 
 /// One member: its config file, its process (if running) and the proxy of its peer port.
 pub struct Member {
@@ -157,9 +151,9 @@ impl ScmProcs {
     }
 
     /// Member `id`'s view of the ring, or why it did not answer.
-    pub async fn ring_info(&self, id: u64) -> Result<pb::RingInfoReply, Status> {
-        ScmRingClient::new(self.channel(id).await?)
-            .ring_info(pb::RingInfoRequest {})
+    pub async fn ring_info(&self, id: u64) -> Result<rozone_proto::ring::RingInfoReply, Status> {
+        RingClient::new(self.channel(id).await?)
+            .ring_info(rozone_proto::ring::RingInfoRequest {})
             .await
             .map(|r| r.into_inner())
     }

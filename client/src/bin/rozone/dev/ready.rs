@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use rozone_client::scm::ScmClient;
 use rozone_client::{ClientConfig, RetryPolicy, Ring};
-use rozone_proto::om::om_ring_client::OmRingClient;
-use rozone_proto::scm::scm_ring_client::ScmRingClient;
+use rozone_proto::ring::ring_client::RingClient;
+use rozone_proto::ring::{RingInfoReply, RingInfoRequest};
+use tonic::transport::Channel;
 use tonic::Code;
 
 use super::layout::{Kind, Node};
@@ -24,40 +25,14 @@ pub struct Waiter {
 
 const POLL: Duration = Duration::from_millis(50);
 
-/// One member's ring view, as both rings' `RingInfo` give it.
-struct View {
-    node_id: u64,
-    leader_id: Option<u64>,
-    /// About the answering member itself: set only on a leader that may serve.
-    leader_ready: bool,
-    leader_addr: String,
+/// One member's answer to the shared `Ring.RingInfo`, the same for the SCM and OM rings.
+async fn ring_info(ch: Channel) -> Result<tonic::Response<RingInfoReply>, tonic::Status> {
+    RingClient::new(ch).ring_info(RingInfoRequest {}).await
 }
-
-/// Both rings' `RingInfo` reply carries the same view; one conversion each.
-macro_rules! view_from {
-    ($reply:ty) => {
-        impl From<$reply> for View {
-            fn from(r: $reply) -> Self {
-                View {
-                    node_id: r.node_id,
-                    leader_id: r.leader_id,
-                    leader_ready: r.leader_ready,
-                    leader_addr: r.leader_client_addr,
-                }
-            }
-        }
-    };
-}
-view_from!(rozone_proto::scm::RingInfoReply);
-view_from!(rozone_proto::om::RingInfoReply);
 
 /// What `check` is waiting for while the `ring_name` ring's leader is not ready, if it is not.
-async fn waiting_for_leader<F, Fut>(ring_name: &str, ring: &Ring, view: F) -> Option<String>
-where
-    F: Fn(tonic::transport::Channel) -> Fut + Copy,
-    Fut: std::future::Future<Output = Result<tonic::Response<View>, tonic::Status>>,
-{
-    match leader_ready(ring, view).await {
+async fn waiting_for_leader(ring_name: &str, ring: &Ring) -> Option<String> {
+    match leader_ready(ring).await {
         Ok(true) => None,
         Ok(false) => Some(format!("a ready {ring_name} leader")),
         Err(e) => Some(format!("a ready {ring_name} leader ({e})")),
@@ -67,19 +42,17 @@ where
 /// Whether the ring's leader says it may serve. The member that answers first may be a
 /// follower (after a restart any member can win the election), whose `leader_ready` is about
 /// itself: its answer is followed to the leader it names.
-async fn leader_ready<F, Fut>(ring: &Ring, view: F) -> anyhow::Result<bool>
-where
-    F: Fn(tonic::transport::Channel) -> Fut + Copy,
-    Fut: std::future::Future<Output = Result<tonic::Response<View>, tonic::Status>>,
-{
-    let v = ring.call("ring info", view).await?;
+async fn leader_ready(ring: &Ring) -> anyhow::Result<bool> {
+    let v = ring.call("ring info", ring_info).await?;
     if v.leader_id == Some(v.node_id) {
         return Ok(v.leader_ready);
     }
-    if v.leader_id.is_none() || v.leader_addr.is_empty() {
+    if v.leader_id.is_none() || v.leader_client_addr.is_empty() {
         return Ok(false);
     }
-    let v = view(ring.channel_to(&v.leader_addr)?).await?.into_inner();
+    let v = ring_info(ring.channel_to(&v.leader_client_addr)?)
+        .await?
+        .into_inner();
     Ok(v.leader_id == Some(v.node_id) && v.leader_ready)
 }
 
@@ -151,33 +124,15 @@ impl Waiter {
     /// learner first).
     pub async fn voter(&self, node: &Node) -> anyhow::Result<()> {
         loop {
-            let voter = match node.kind {
-                Kind::Scm => self
-                    .scm
-                    .call("ring info", |ch| async move {
-                        ScmRingClient::new(ch)
-                            .ring_info(rozone_proto::scm::RingInfoRequest {})
-                            .await
-                    })
-                    .await
-                    .map(|r| {
-                        r.leader_id == Some(r.node_id)
-                            && r.members.iter().any(|m| m.id == node.id && m.voter)
-                    }),
-                Kind::Om => self
-                    .om
-                    .call("ring info", |ch| async move {
-                        OmRingClient::new(ch)
-                            .ring_info(rozone_proto::om::RingInfoRequest {})
-                            .await
-                    })
-                    .await
-                    .map(|r| {
-                        r.leader_id == Some(r.node_id)
-                            && r.members.iter().any(|m| m.id == node.id && m.voter)
-                    }),
+            let ring = match node.kind {
+                Kind::Scm => &self.scm,
+                Kind::Om => &self.om,
                 Kind::Datanode => return Ok(()),
             };
+            let voter = ring.call("ring info", ring_info).await.map(|r| {
+                r.leader_id == Some(r.node_id)
+                    && r.members.iter().any(|m| m.id == node.id && m.voter)
+            });
             if let Ok(true) = voter {
                 return Ok(());
             }
@@ -218,22 +173,10 @@ impl Waiter {
         datanodes: usize,
         notes: &mut Vec<String>,
     ) -> Option<String> {
-        let scm_view = |ch| async move {
-            ScmRingClient::new(ch)
-                .ring_info(rozone_proto::scm::RingInfoRequest {})
-                .await
-                .map(|r| r.map(View::from))
-        };
-        if let Some(waiting) = waiting_for_leader("SCM", &self.scm, scm_view).await {
+        if let Some(waiting) = waiting_for_leader("SCM", &self.scm).await {
             return Some(waiting);
         }
-        let om_view = |ch| async move {
-            OmRingClient::new(ch)
-                .ring_info(rozone_proto::om::RingInfoRequest {})
-                .await
-                .map(|r| r.map(View::from))
-        };
-        if let Some(waiting) = waiting_for_leader("OM", &self.om, om_view).await {
+        if let Some(waiting) = waiting_for_leader("OM", &self.om).await {
             return Some(waiting);
         }
         let width = datanodes.min(3);
