@@ -116,7 +116,9 @@ async fn a_withdrawn_install_leaves_nothing_staged_and_a_later_offer_installs() 
     // The next offer is of a newer snapshot (another id, so another staging name): what
     // the withdrawn download staged must not be left behind.
     put(&c, "after", "withdrawal").await.unwrap();
-    c.snapshot_and_purge(&leader).await.unwrap();
+    leader.wait_log_applied(WAIT).await.unwrap();
+    let upto = leader.snapshot_now(WAIT).await.unwrap();
+    leader.purge_log(upto).await.unwrap();
     fail::remove("raft-snapshot-send-pace");
     c.wait_converged().await.unwrap();
     assert!(staged(&c, 4).is_empty(), "{:?}", staged(&c, 4));
