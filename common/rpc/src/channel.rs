@@ -135,6 +135,18 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
+impl Security {
+    /// The factory for this process's client channels (mutual TLS with its certificate, or
+    /// plaintext when it runs insecure). Defined here, beside the factory, so that the TLS
+    /// material does not depend on how channels are built.
+    pub fn channels(&self) -> ChannelFactory {
+        match self.material() {
+            Some(m) => ChannelFactory::tls(m),
+            None => ChannelFactory::insecure(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,17 +159,5 @@ mod tests {
         assert!(host_port("nohost").is_err());
         assert!(host_port("a:0").is_err());
         assert!(host_port(":5").is_err());
-    }
-}
-
-impl Security {
-    /// The factory for this process's client channels (mutual TLS with its certificate, or
-    /// plaintext when it runs insecure). Defined here, beside the factory, so that the TLS
-    /// material does not depend on how channels are built.
-    pub fn channels(&self) -> ChannelFactory {
-        match self.material() {
-            Some(m) => ChannelFactory::tls(m),
-            None => ChannelFactory::insecure(),
-        }
     }
 }
