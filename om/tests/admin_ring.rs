@@ -135,8 +135,7 @@ async fn transfer_leader_moves_leadership_to_the_named_follower_and_refuses_unkn
     let e = transfer(&ring, old, 42).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     assert!(
-        e.message()
-            .contains("OM 42 is not a voter of the ring"),
+        e.message().contains("OM 42 is not a voter of the ring"),
         "{e:?}"
     );
     write_at(&ring, old, "before").await;
