@@ -9,7 +9,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rozone_proto::om::{self as pb, ReadConsistency};
 use rozone_raft::gate::{self, LogLimit};
-use rozone_raft::{RaftGroup, RaftGroupError, ServerState};
+use rozone_raft::ring::MemberRole;
+use rozone_raft::{RaftGroup, RaftGroupError};
 
 use crate::config::Config;
 use crate::error::OmError;
@@ -117,12 +118,7 @@ impl OmNode {
             ReadConsistency::LinearizableAllowFollower => self.follower_read_index().await?,
             ReadConsistency::LocalLease => self.local_lease(&opts)?,
         }
-        let applied = self
-            .group
-            .metrics()
-            .last_applied
-            .map(|l| l.index())
-            .unwrap_or(0);
+        let applied = self.group.applied_index();
         Ok(pb::ReadInfo {
             served_by: self.id(),
             applied_index: applied,
@@ -171,22 +167,21 @@ impl OmNode {
 
     /// A member's client address from the Raft membership.
     pub fn member_client_addr(&self, id: u64) -> Option<String> {
-        let m = self.group.metrics();
-        m.membership_config
-            .membership()
-            .get_node(&id)
-            .map(|n| n.client_addr.clone())
+        self.group
+            .ring_view()
+            .member(id)
+            .map(|m| m.client_addr.clone())
     }
 
     /// LINEARIZABLE_ALLOW_FOLLOWER: the leader confirms its read index, then this node
     /// waits until it applied that far.
     async fn follower_read_index(&self) -> Result<(), OmError> {
-        let m = self.group.metrics();
-        if m.state == ServerState::Leader {
+        let v = self.group.ring_view();
+        if v.role == MemberRole::Leader {
             return Ok(self.group.read_barrier().await?);
         }
-        let Some((leader, addr)) = m
-            .current_leader
+        let Some((leader, addr)) = v
+            .leader_id
             .and_then(|l| self.member_client_addr(l).map(|a| (l, a)))
         else {
             return Err(RaftGroupError::NotLeader { leader: None }.into());

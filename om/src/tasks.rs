@@ -86,10 +86,9 @@ pub async fn watch_membership(node: Arc<OmNode>, stop: CancellationToken) {
     let mut warned: BTreeMap<u64, String> = BTreeMap::new();
     let mut was_member = false;
     loop {
-        let m = node.group.metrics();
-        let membership = m.membership_config.membership();
+        let v = node.group.ring_view();
         let me = node.id();
-        let member_now = membership.get_node(&me).is_some();
+        let member_now = v.member(me).is_some();
         if was_member && !member_now {
             warn!(
                 node_id = me,
@@ -97,8 +96,9 @@ pub async fn watch_membership(node: Arc<OmNode>, stop: CancellationToken) {
             );
         }
         was_member = member_now;
-        for (id, n) in membership.nodes() {
-            let configured = node.config.peers.iter().find(|p| p.id == *id);
+        for n in &v.members {
+            let id = n.id;
+            let configured = node.config.peers.iter().find(|p| p.id == id);
             let problem = match configured {
                 None => Some("is not in this OM's [[peers]] config"),
                 Some(p) if p.peer_addr != n.peer_addr || p.client_addr != n.client_addr => {
@@ -106,32 +106,26 @@ pub async fn watch_membership(node: Arc<OmNode>, stop: CancellationToken) {
                 }
                 Some(_) => None,
             };
-            let shown = n.to_string();
+            let shown = format!("peer {} / client {}", n.peer_addr, n.client_addr);
             if let Some(problem) = problem {
-                if warned.get(id) != Some(&shown) {
+                if warned.get(&id) != Some(&shown) {
                     warn!(
-                        member = *id,
+                        member = id,
                         address = %shown,
                         "ring member {id} {problem}; using the address from the Raft membership (add a [[peers]] entry for it)"
                     );
-                    warned.insert(*id, shown);
+                    warned.insert(id, shown);
                 }
             }
         }
-        let changed =
-            node.group
-                .wait_for(std::time::Duration::from_secs(3600), "membership change", {
-                    let seen = m.membership_config.clone();
-                    move |now| now.membership_config != seen
-                });
+        let changed = node
+            .group
+            .wait_membership_change(&v, std::time::Duration::from_secs(3600));
         tokio::select! {
             _ = stop.cancelled() => return,
             r = changed => {
                 // An error with Raft stopped would return at once again: end the watch.
-                if r.is_err() && node.group.metrics().running_state.is_err() {
-                    return;
-                }
-                if r.is_err() && node.group.metrics().state == rozone_raft::ServerState::Shutdown {
+                if r.is_err() && node.group.is_stopped() {
                     return;
                 }
             }

@@ -99,7 +99,7 @@ impl ScmNode {
             return;
         }
         let term = if self.group.is_ready_leader() {
-            Some(self.group.metrics().current_term)
+            Some(self.group.ring_view().term)
         } else {
             self.group.leader_contact().map(|c| c.term)
         };
@@ -114,7 +114,7 @@ impl ScmNode {
     /// in-memory state, new if the term changed since it was last used.
     pub fn lead(&self) -> Result<MutexGuard<'_, ClusterState>, ScmError> {
         self.group.leader_gate()?;
-        let term = self.group.metrics().current_term;
+        let term = self.group.ring_view().term;
         let mut m = self.lock();
         if m.term != term {
             self.observe_leader();
@@ -200,7 +200,7 @@ impl ScmNode {
     /// The in-memory state if this node still holds it for the current term (read-only
     /// uses such as metrics, which must not reset it).
     pub fn peek<R>(&self, f: impl FnOnce(&ClusterState) -> R) -> Option<R> {
-        let term = self.group.metrics().current_term;
+        let term = self.group.ring_view().term;
         let m = self.lock();
         (m.term == term && self.group.is_ready_leader()).then(|| f(&m))
     }

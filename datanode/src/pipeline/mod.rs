@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use rozone_config::RaftSection;
-use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup, ServerState};
+use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
 use rozone_types::codes::DnCode;
 use serde::{Deserialize, Serialize};
 
@@ -125,11 +125,11 @@ impl Pipeline {
     }
 
     pub fn report(&self) -> rozone_proto::scm::PipelineReport {
-        let m = self.group.metrics();
+        let v = self.group.ring_view();
         rozone_proto::scm::PipelineReport {
             pipeline_id: self.id,
-            is_leader: m.state == ServerState::Leader,
-            term: m.current_term,
+            is_leader: v.role == rozone_raft::ring::MemberRole::Leader,
+            term: v.term,
             healthy: self.state.is_healthy(),
         }
     }

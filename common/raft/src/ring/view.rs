@@ -89,6 +89,32 @@ impl RingView {
 }
 
 impl<L: StateMachineLogic> RaftGroup<L> {
+    /// The last index this member applied (0 before the first).
+    pub fn applied_index(&self) -> u64 {
+        self.metrics().last_applied.map(|l| l.index()).unwrap_or(0)
+    }
+
+    /// Whether this group's Raft has stopped (shut down, or on a fatal error).
+    pub fn is_stopped(&self) -> bool {
+        let m = self.metrics();
+        m.running_state.is_err() || m.state == ServerState::Shutdown
+    }
+
+    /// Waits up to `timeout` until the ring's membership (members, addresses, voters)
+    /// differs from `seen`'s, and returns the new view.
+    pub async fn wait_membership_change(
+        &self,
+        seen: &RingView,
+        timeout: std::time::Duration,
+    ) -> Result<RingView, crate::RaftGroupError> {
+        let seen = membership_of_view(seen);
+        self.wait_for(timeout, "membership change", move |m| {
+            membership_of(m) != seen
+        })
+        .await?;
+        Ok(self.ring_view())
+    }
+
     /// This member's view of its ring now.
     pub fn ring_view(&self) -> RingView {
         let m = self.metrics();
@@ -152,4 +178,33 @@ fn view_of(me: NodeId, m: &RaftMetrics, ready: bool, ring_id: Option<String>) ->
         members,
         ring_id,
     }
+}
+
+/// Members as (id, peer address, client address, voter), in id order.
+type Membership = Vec<(NodeId, String, String, bool)>;
+
+fn membership_of(m: &RaftMetrics) -> Membership {
+    let membership = m.membership_config.membership();
+    let voters: BTreeSet<NodeId> = membership.voter_ids().collect();
+    membership
+        .nodes()
+        .map(|(id, n)| {
+            (
+                *id,
+                n.peer_addr.clone(),
+                n.client_addr.clone(),
+                voters.contains(id),
+            )
+        })
+        .collect()
+}
+
+fn membership_of_view(v: &RingView) -> Membership {
+    let mut m: Membership = v
+        .members
+        .iter()
+        .map(|m| (m.id, m.peer_addr.clone(), m.client_addr.clone(), m.voter))
+        .collect();
+    m.sort();
+    m
 }
