@@ -23,12 +23,32 @@ pub fn health_after(silence: Duration, stale_after: Duration, dead_after: Durati
     }
 }
 
-/// Storage totals from a node report (failed volumes left out).
+/// Storage totals from a node report (failed volumes left out of the byte counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeUsage {
     pub capacity: u64,
     pub used: u64,
     pub remaining: u64,
+    /// Volumes reported (0: no node report yet).
+    pub volumes: u64,
+    /// Volumes reported failed (I/O errors: their replicas are lost).
+    pub failed_volumes: u64,
+    /// Volumes that take new data: not failed, space remaining (a full one reports none).
+    pub writable_volumes: u64,
+}
+
+impl NodeUsage {
+    /// Whether new pipelines, containers and replicas may be placed on the node: some
+    /// volume takes data, or no report said otherwise yet (a node taken over from the
+    /// previous leader until it reports).
+    pub fn accepts_data(&self) -> bool {
+        self.volumes == 0 || self.writable_volumes > 0
+    }
+
+    /// Every reported volume failed: the node holds nothing usable; its pipelines close.
+    pub fn all_failed(&self) -> bool {
+        self.volumes > 0 && self.failed_volumes == self.volumes
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -177,6 +197,28 @@ impl NodeRegistry {
             .filter(|n| n.health == NodeHealth::Healthy && n.confirmed)
             .map(|n| n.details.id)
             .collect()
+    }
+
+    /// [`Self::confirmed_healthy_ids`] whose volumes take new data: what new pipelines
+    /// are made of (a node whose every volume failed or is full gets none).
+    pub fn placeable_ids(&self) -> Vec<u64> {
+        self.nodes
+            .values()
+            .filter(|n| n.health == NodeHealth::Healthy && n.confirmed && n.usage.accepts_data())
+            .map(|n| n.details.id)
+            .collect()
+    }
+
+    /// HEALTHY and its volumes take new data (blocks, containers, replicas go there).
+    pub fn accepts_data(&self, id: u64) -> bool {
+        self.nodes
+            .get(&id)
+            .is_some_and(|n| n.health == NodeHealth::Healthy && n.usage.accepts_data())
+    }
+
+    /// Whether every volume of `id` was reported failed.
+    pub fn all_volumes_failed(&self, id: u64) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.usage.all_failed())
     }
 
     /// Ids of HEALTHY nodes, ascending.
