@@ -28,7 +28,9 @@ async fn eio_fails_the_volume_its_replicas_are_reported_lost_and_nothing_is_mark
         .await
         .unwrap();
     c.scm
-        .wait_volume(id, "volume reported healthy", |v| !v.failed && v.remaining > 0)
+        .wait_volume(id, "volume reported healthy", |v| {
+            !v.failed && v.remaining > 0
+        })
         .await;
 
     fail::cfg("dn-disk-fault", &fault(&c, leader, "eio")).unwrap();
@@ -62,7 +64,10 @@ async fn eio_fails_the_volume_its_replicas_are_reported_lost_and_nothing_is_mark
         (c.scm.state().full_reports > full).then_some(())
     })
     .await;
-    assert!(c.scm.replica(id, 1).is_none(), "a lost replica was reported");
+    assert!(
+        c.scm.replica(id, 1).is_none(),
+        "a lost replica was reported"
+    );
     // The replica was not condemned: the disk failed, not the data.
     let d = c.nodes[leader].dn().store.descriptor(1).unwrap();
     assert_eq!(d.state, rozone_datanode::types::ContainerState::Open);

@@ -179,7 +179,11 @@ async fn an_emptied_closed_container_is_deleted_everywhere_and_stays_deleted() {
             "datanode {}",
             d.node_id
         );
-        let cdir = d.store.volume_root(0).join("containers").join(cid.to_string());
+        let cdir = d
+            .store
+            .volume_root(0)
+            .join("containers")
+            .join(cid.to_string());
         assert!(!cdir.exists(), "{} still there", cdir.display());
     }
     let info = c

@@ -26,8 +26,7 @@ fn alloc() -> pb::AllocateBlockRequest {
 /// Fails on 15e8a35 (main): a volume's `failed` flag only left it out of the byte totals,
 /// so datanode 3 (its only volume failed) was put in the first pipeline, {1, 2, 3}.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn failed_or_full_volumes_get_no_pipelines_blocks_or_replicas_and_lost_replicas_are_copied()
-{
+async fn failed_or_full_volumes_get_no_pipelines_blocks_or_replicas_and_lost_replicas_are_copied() {
     let dir = tempfile::tempdir().unwrap();
     let scm = start_scm(dir.path(), |c| c.scm.max_pipelines_per_datanode = 1).await;
     let mut c = clients(&scm).await;
@@ -39,15 +38,16 @@ async fn failed_or_full_volumes_get_no_pipelines_blocks_or_replicas_and_lost_rep
     }
 
     // The one pipeline (one per datanode) leaves datanode 3 out.
-    let b = eventually!("a block", {
-        c.block.allocate_block(alloc()).await.ok()
-    })
-    .into_inner()
-    .blocks
-    .remove(0);
+    let b = eventually!("a block", { c.block.allocate_block(alloc()).await.ok() })
+        .into_inner()
+        .blocks
+        .remove(0);
     let cid = b.block_id.unwrap().container_id;
     let members: BTreeSet<u64> = b.pipeline.unwrap().members.iter().map(|m| m.id).collect();
-    assert!(!members.contains(&3), "pipeline on a failed datanode: {members:?}");
+    assert!(
+        !members.contains(&3),
+        "pipeline on a failed datanode: {members:?}"
+    );
     assert_eq!(members.len(), 3);
     for d in dns.iter_mut() {
         d.beat().await;
@@ -88,9 +88,7 @@ async fn failed_or_full_volumes_get_no_pipelines_blocks_or_replicas_and_lost_rep
     dns[failed as usize - 1]
         .beat_storage(vec![volume(true, 0)], vec![gone])
         .await;
-    let spare = (1..=5)
-        .find(|i| *i != 3 && !members.contains(i))
-        .unwrap();
+    let spare = (1..=5).find(|i| *i != 3 && !members.contains(i)).unwrap();
     let target = eventually!("a replicate command", {
         let mut found = None;
         for d in dns.iter_mut() {
@@ -108,7 +106,10 @@ async fn failed_or_full_volumes_get_no_pipelines_blocks_or_replicas_and_lost_rep
         }
         found
     });
-    assert_eq!(target, spare, "copy placed on a datanode without a working volume");
+    assert_eq!(
+        target, spare,
+        "copy placed on a datanode without a working volume"
+    );
     eventually!("the failed member's pipeline closed", {
         dns[m[0] as usize - 1].beat().await;
         (!dns[m[0] as usize - 1]

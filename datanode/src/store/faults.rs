@@ -7,8 +7,9 @@
 //!   re-replicates them), no new container goes there, and the node report says `failed`.
 //! * **Full** (ENOSPC, EDQUOT): the write is refused with `DISK_FULL`, nothing is marked
 //!   UNHEALTHY, and the volume reports no remaining space (so the SCM places elsewhere)
-//!   until a write on it succeeds again or the filesystem's free space grows by
-//!   [`RECOVERED_MARGIN`] (space was freed).
+//!   until a data write on it succeeds again or a probe shows space was freed (at most every
+//!   [`PROBE_EVERY`], a [`PROBE_BYTES`] file is written, synced and removed: free-space
+//!   readings alone would say "freed" whenever anything else on the disk shrinks).
 //! * **Transient** (EMFILE, ENFILE, EACCES, EINTR, EAGAIN, anything else): the operation fails
 //!   with `IO_ERROR`; no container and no volume is condemned.
 //!
@@ -18,6 +19,7 @@
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// How an I/O error affects its volume.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,8 +29,10 @@ pub enum Fault {
     Failed,
 }
 
-/// Free-space growth (bytes) after ENOSPC that counts as "space was freed".
-pub const RECOVERED_MARGIN: u64 = 1 << 20;
+/// How often a full volume probes whether space was freed.
+pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+/// Bytes a probe writes: a volume that cannot take this much stays full.
+pub const PROBE_BYTES: usize = 1 << 20;
 
 /// The class of a file I/O error.
 pub fn classify(e: &io::Error) -> Fault {
@@ -62,8 +66,8 @@ pub struct VolumeHealth {
     failed: Mutex<Option<String>>,
     /// Set when the failure was seen by the reports (its containers were reported gone).
     announced: AtomicBool,
-    /// The filesystem's free bytes when ENOSPC was last seen; `None` when not full.
-    full_at: Mutex<Option<u64>>,
+    /// While full: when it was last found full (ENOSPC, or a failed probe).
+    full: Mutex<Option<Instant>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -94,33 +98,38 @@ impl VolumeHealth {
         self.is_failed() && !self.announced.swap(true, Ordering::SeqCst)
     }
 
-    /// Records ENOSPC with the filesystem's free bytes now.
-    pub fn set_full(&self, free_now: u64) {
-        *lock(&self.full_at) = Some(free_now);
+    /// Records ENOSPC.
+    pub fn set_full(&self) {
+        *lock(&self.full) = Some(Instant::now());
     }
 
-    /// A write succeeded: the volume is not full.
+    /// A data write succeeded: the volume is not full.
     pub fn wrote(&self) {
-        *lock(&self.full_at) = None;
+        *lock(&self.full) = None;
     }
 
-    /// Whether the volume is full, given the filesystem's free bytes now (space freed since
-    /// the ENOSPC clears it).
-    pub fn is_full(&self, free_now: Option<u64>) -> bool {
-        let mut f = lock(&self.full_at);
-        match (*f, free_now) {
-            (Some(at), Some(now)) if now >= at.saturating_add(RECOVERED_MARGIN) => {
+    /// Whether the volume is full. Once `every` has passed since it was last found full,
+    /// `probe` (true: space was freed) decides again.
+    pub fn is_full(&self, every: Duration, probe: impl FnOnce() -> bool) -> bool {
+        let mut f = lock(&self.full);
+        match *f {
+            None => false,
+            Some(at) if at.elapsed() < every => true,
+            Some(_) if probe() => {
                 *f = None;
                 false
             }
-            (Some(_), _) => true,
-            (None, _) => false,
+            Some(_) => {
+                *f = Some(Instant::now());
+                true
+            }
         }
     }
 }
 
 /// The `dn-disk-fault` failpoint for a volume at `root`: `Err` with the configured errno
 /// when the payload's path suffix (if any) matches.
+#[cfg_attr(not(feature = "failpoints"), allow(unused_variables))]
 pub fn injected(root: &std::path::Path) -> io::Result<()> {
     fail::fail_point!("dn-disk-fault", |arg: Option<String>| {
         let arg = arg.unwrap_or_default();
@@ -149,7 +158,13 @@ mod tests {
         assert_eq!(classify(&e(libc::EIO)), Fault::Failed);
         assert_eq!(classify(&e(libc::EROFS)), Fault::Failed);
         assert_eq!(classify(&e(libc::ENOSPC)), Fault::Full);
-        for n in [libc::EMFILE, libc::ENFILE, libc::EACCES, libc::EINTR, libc::EAGAIN] {
+        for n in [
+            libc::EMFILE,
+            libc::ENFILE,
+            libc::EACCES,
+            libc::EINTR,
+            libc::EAGAIN,
+        ] {
             assert_eq!(classify(&e(n)), Fault::Transient, "errno {n}");
         }
         assert_eq!(classify(&io::Error::other("x")), Fault::Transient);
@@ -161,21 +176,27 @@ mod tests {
             classify_db("IO error: While appending to file: /v/db/000012.log: Input/output error"),
             Fault::Failed
         );
-        assert_eq!(classify_db("Corruption: block checksum mismatch"), Fault::Failed);
+        assert_eq!(
+            classify_db("Corruption: block checksum mismatch"),
+            Fault::Failed
+        );
         assert_eq!(classify_db("Resource busy: "), Fault::Transient);
     }
 
     #[test]
-    fn full_clears_on_a_write_or_when_space_was_freed() {
+    fn full_clears_on_a_write_or_when_a_probe_finds_space() {
         let h = VolumeHealth::default();
-        assert!(!h.is_full(Some(0)));
-        h.set_full(100);
-        assert!(h.is_full(Some(100 + RECOVERED_MARGIN - 1)));
-        assert!(h.is_full(None));
-        assert!(!h.is_full(Some(100 + RECOVERED_MARGIN)));
-        h.set_full(100);
+        let never = |_| -> bool { panic!("probed a volume that is not full") };
+        assert!(!h.is_full(Duration::ZERO, || never(())));
+        h.set_full();
+        // Not probed again within the interval.
+        assert!(h.is_full(Duration::from_secs(3600), || never(())));
+        assert!(h.is_full(Duration::ZERO, || false));
+        assert!(!h.is_full(Duration::ZERO, || true));
+        assert!(!h.is_full(Duration::ZERO, || never(())));
+        h.set_full();
         h.wrote();
-        assert!(!h.is_full(Some(0)));
+        assert!(!h.is_full(Duration::ZERO, || never(())));
         assert!(!h.take_newly_failed());
         assert!(h.fail("EIO"));
         assert!(!h.fail("again"));

@@ -177,10 +177,7 @@ impl ContainerStore {
                 match v.failed() {
                     None => Ok((*vi, d.clone())),
                     Some(why) => Err(DnError::io(
-                        &format!(
-                            "container {cid} is on failed volume {}",
-                            v.root().display()
-                        ),
+                        &format!("container {cid} is on failed volume {}", v.root().display()),
                         why,
                     )),
                 }
@@ -194,9 +191,7 @@ impl ContainerStore {
     pub fn descriptors(&self) -> Vec<Descriptor> {
         let mut v: Vec<Descriptor> = lock(&self.meta)
             .values()
-            .filter(|(vi, d)| {
-                d.state != ContainerState::Deleted && !self.volumes[*vi].is_failed()
-            })
+            .filter(|(vi, d)| d.state != ContainerState::Deleted && !self.volumes[*vi].is_failed())
             .map(|(_, d)| d.clone())
             .collect();
         v.sort_by_key(|d| d.id);

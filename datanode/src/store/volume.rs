@@ -119,9 +119,27 @@ impl Volume {
         self.health.is_failed()
     }
 
-    /// Whether the volume hit ENOSPC and no space was freed since.
+    /// Whether the volume hit ENOSPC and no space was freed since (probed at most every
+    /// [`faults::PROBE_EVERY`]).
     pub fn is_full(&self) -> bool {
-        self.health.is_full(fs_space(&self.root).map(|f| f.1))
+        self.health
+            .is_full(faults::PROBE_EVERY, || self.probe_space())
+    }
+
+    /// Whether [`faults::PROBE_BYTES`] can be written (and synced) here now.
+    fn probe_space(&self) -> bool {
+        use std::io::Write;
+        let p = self.tmp_path("space-probe");
+        let r = self.injected().and_then(|()| {
+            let mut f = std::fs::File::create(&p)?;
+            f.write_all(&vec![0u8; faults::PROBE_BYTES])?;
+            f.sync_data()
+        });
+        remove(&p);
+        if r.is_ok() {
+            tracing::info!(volume = %self.root.display(), "volume has room again");
+        }
+        r.is_ok()
     }
 
     /// True once after the volume failed (its containers are then reported gone).
@@ -156,8 +174,7 @@ impl Volume {
         let root = self.root.display();
         match fault {
             Fault::Full => {
-                let free = fs_space(&self.root).map(|f| f.1).unwrap_or(0);
-                self.health.set_full(free);
+                self.health.set_full();
                 tracing::warn!(volume = %root, what, error = e, "volume full");
                 DnError::new(
                     rozone_types::codes::DnCode::DiskFull,
@@ -193,7 +210,7 @@ impl Volume {
         if let Some((_, free)) = fs {
             remaining = remaining.min(free);
         }
-        if self.health.is_full(fs.map(|f| f.1)) {
+        if self.is_full() {
             remaining = 0;
         }
         (capacity, used, remaining)

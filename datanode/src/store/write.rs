@@ -52,7 +52,9 @@ impl ContainerStore {
             .filter(|(_, v)| v.accepts_data())
             .max_by_key(|(_, v)| v.space().2)
             .map(|(i, _)| i)
-            .ok_or_else(|| DnError::new(DnCode::DiskFull, "disk full: every data directory is full"))
+            .ok_or_else(|| {
+                DnError::new(DnCode::DiskFull, "disk full: every data directory is full")
+            })
     }
 
     /// `IO_ERROR` when volume `vi` failed.

@@ -98,7 +98,10 @@ mod tests {
     #[test]
     fn a_closed_container_empty_everywhere_starts_deleting() {
         let empty: Vec<_> = (1..=3).map(|d| r(d, R::Closed, 12, 0)).collect();
-        assert_eq!(step(&c(C::Closed, 12), &empty, false, &[]), Step::StartDeleting);
+        assert_eq!(
+            step(&c(C::Closed, 12), &empty, false, &[]),
+            Step::StartDeleting
+        );
         // Block deletes still pending, no replica known, or not CLOSED: not yet.
         assert_eq!(step(&c(C::Closed, 12), &empty, true, &[]), Step::Nothing);
         assert_eq!(step(&c(C::Closed, 12), &[], false, &[]), Step::Nothing);
@@ -111,15 +114,19 @@ mod tests {
     fn real_data_or_doubt_keeps_the_container() {
         let base: Vec<_> = (1..=3).map(|d| r(d, R::Closed, 12, 0)).collect();
         let doubts = [
-            r(3, R::Closed, 12, 1),     // holds a block
-            r(3, R::Closed, 0, 0),      // HDDS-17435: empty at BCSID 0, proves nothing
-            r(3, R::Unhealthy, 12, 0),  // damaged
+            r(3, R::Closed, 12, 1),      // holds a block
+            r(3, R::Closed, 0, 0),       // HDDS-17435: empty at BCSID 0, proves nothing
+            r(3, R::Unhealthy, 12, 0),   // damaged
             r(3, R::QuasiClosed, 12, 0), // not closed
         ];
         for d in doubts {
             let mut v = base.clone();
             v[2] = d.clone();
-            assert_eq!(step(&c(C::Closed, 12), &v, false, &[]), Step::Nothing, "{d:?}");
+            assert_eq!(
+                step(&c(C::Closed, 12), &v, false, &[]),
+                Step::Nothing,
+                "{d:?}"
+            );
         }
         let mut stale = base.clone();
         stale[0].node = NodeHealth::Stale;
@@ -137,7 +144,10 @@ mod tests {
             step(&c(C::Deleting, 12), &v, false, &[1, 3]),
             Step::DeleteReplicas(vec![2])
         );
-        assert_eq!(step(&c(C::Deleting, 12), &v, false, &[1, 2, 3]), Step::Nothing);
+        assert_eq!(
+            step(&c(C::Deleting, 12), &v, false, &[1, 2, 3]),
+            Step::Nothing
+        );
         assert_eq!(step(&c(C::Deleting, 12), &[], false, &[]), Step::Finish);
         assert_eq!(step(&c(C::Deleted, 12), &[], false, &[]), Step::Nothing);
     }

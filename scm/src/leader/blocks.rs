@@ -219,7 +219,9 @@ impl ScmNode {
             match self.container(*id)? {
                 None => return Err(ScmError::NotFound(format!("container {id} does not exist"))),
                 // Deleted only once every replica was empty: its blocks are gone.
-                Some(c) if matches!(c.state, ContainerState::Deleting | ContainerState::Deleted) => {
+                Some(c)
+                    if matches!(c.state, ContainerState::Deleting | ContainerState::Deleted) =>
+                {
                     return Err(ScmError::FailedPrecondition(format!(
                         "container {id} is {}: its blocks are gone already",
                         c.state

@@ -92,7 +92,10 @@ impl ScmNode {
             (t.finish, ContainerEvent::Cleanup),
         ] {
             for id in ids {
-                match self.write(ScmRequest::UpdateContainer { id, event }).await? {
+                match self
+                    .write(ScmRequest::UpdateContainer { id, event })
+                    .await?
+                {
                     ScmResponse::ContainerUpdated { state, .. } => {
                         tracing::info!(container = id, %state, "empty container deletion");
                     }

@@ -184,16 +184,14 @@ impl ScmNode {
                 .iter()
                 .filter(|p| p.state == PipelineState::Open)
                 .filter_map(|p| {
-                    p.members
-                        .iter()
-                        .find_map(|d| match m.nodes.health(*d) {
-                            Some(NodeHealth::Dead) => Some((p.id, *d, "is dead")),
-                            Some(_) if m.nodes.all_volumes_failed(*d) => {
-                                Some((p.id, *d, "has no working volume"))
-                            }
-                            Some(_) => None,
-                            None => grace_over.then_some((p.id, *d, "is dead")),
-                        })
+                    p.members.iter().find_map(|d| match m.nodes.health(*d) {
+                        Some(NodeHealth::Dead) => Some((p.id, *d, "is dead")),
+                        Some(_) if m.nodes.all_volumes_failed(*d) => {
+                            Some((p.id, *d, "has no working volume"))
+                        }
+                        Some(_) => None,
+                        None => grace_over.then_some((p.id, *d, "is dead")),
+                    })
                 })
                 .collect()
         };

@@ -15,9 +15,9 @@ use crate::cluster::replication::{
     self, ContainerView, Decision, InflightView, ReplicaView, Verdict,
 };
 use crate::cluster::{ClusterState, Inflight};
-use crate::leader::deleting::Transitions;
 use crate::convert;
 use crate::error::ScmError;
+use crate::leader::deleting::Transitions;
 use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerInfo, ContainerState};
 
