@@ -334,4 +334,28 @@ mod tests {
             Heard::Known
         );
     }
+
+    /// Placement follows the volumes: none reported yet (taken over) or one writable takes
+    /// data; all failed or full takes none; all failed also closes the node's pipelines.
+    #[test]
+    fn failed_or_full_volumes_take_no_new_data() {
+        let u = |volumes, failed_volumes, writable_volumes| NodeUsage {
+            volumes,
+            failed_volumes,
+            writable_volumes,
+            ..NodeUsage::default()
+        };
+        assert!(u(0, 0, 0).accepts_data() && !u(0, 0, 0).all_failed());
+        assert!(u(2, 1, 1).accepts_data() && !u(2, 1, 1).all_failed());
+        assert!(!u(2, 0, 0).accepts_data() && !u(2, 0, 0).all_failed());
+        assert!(!u(2, 2, 0).accepts_data() && u(2, 2, 0).all_failed());
+        let mut r = NodeRegistry::default();
+        let now = Instant::now();
+        r.register(dn(1), u(1, 0, 1), now);
+        r.register(dn(2), u(1, 1, 0), now);
+        r.register(dn(3), u(1, 0, 0), now);
+        assert_eq!(r.placeable_ids(), vec![1]);
+        assert!(r.accepts_data(1) && !r.accepts_data(2) && !r.accepts_data(3));
+        assert!(r.all_volumes_failed(2) && !r.all_volumes_failed(3));
+    }
 }
