@@ -62,7 +62,8 @@ impl ScmLink {
                         capacity,
                         used,
                         remaining,
-                        failed: false,
+                        // Full is `remaining == 0` (store::faults); failed is for good.
+                        failed: v.is_failed(),
                     }
                 })
                 .collect(),

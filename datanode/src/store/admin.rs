@@ -43,8 +43,15 @@ impl ContainerStore {
         self.commit(&mut g, vi, batch, tomb)?;
         drop(g);
         // Files go after the tombstone is durable: a crash in between leaves an orphan
-        // directory, removed at the next start.
-        volume::remove(&v.container_dir(cid));
+        // directory, removed at the next start. The removal is made durable too (a
+        // failure only means the next start removes the directory again).
+        let dir = v.container_dir(cid);
+        volume::remove(&dir);
+        if self.sync {
+            if let Err(e) = dir.parent().map_or(Ok(()), volume::sync_dir) {
+                tracing::warn!(container_id = cid, error = %e, "container directory removal not yet durable");
+            }
+        }
         tracing::info!(
             container_id = cid,
             force,
@@ -137,8 +144,9 @@ impl ContainerStore {
         d.digest = super::digest::ContentDigest::of(blocks);
         let v = &self.volumes[vi];
         let mut g = lock(&self.meta);
-        if let Some((_, old)) = g.get(&cid) {
-            if old.state != ContainerState::Deleted {
+        if let Some((ovi, old)) = g.get(&cid) {
+            // A replica on a failed volume is lost: a new copy may take its place.
+            if old.state != ContainerState::Deleted && !self.volumes[*ovi].is_failed() {
                 return Err(DnError::invalid(format!(
                     "container {cid} already exists here ({:?})",
                     old.state
@@ -165,7 +173,7 @@ impl ContainerStore {
         }
         let mut batch = WriteBatch::default();
         if let Some((ovi, _)) = g.get(&cid).cloned() {
-            if ovi != vi {
+            if ovi != vi && !self.volumes[ovi].is_failed() {
                 // The tombstone lives on another volume: it moves with the replica.
                 let mut b = WriteBatch::default();
                 self.volumes[ovi].delete_container_rows(&mut b, cid)?;

@@ -13,6 +13,7 @@
 pub mod admin;
 pub mod apply;
 pub mod digest;
+pub mod faults;
 pub mod read;
 pub mod volume;
 pub mod write;
@@ -167,31 +168,58 @@ impl ContainerStore {
         lock(&self.meta).get(&cid).map(|(_, d)| d.clone())
     }
 
-    /// The live replica (not deleted), with its volume index.
+    /// The live replica (not deleted), with its volume index. A replica on a failed volume
+    /// is not served: `IO_ERROR` naming the volume.
     pub fn live(&self, cid: u64) -> Result<(usize, Descriptor), DnError> {
         match lock(&self.meta).get(&cid) {
-            Some((vi, d)) if d.state != ContainerState::Deleted => Ok((*vi, d.clone())),
+            Some((vi, d)) if d.state != ContainerState::Deleted => {
+                let v = &self.volumes[*vi];
+                match v.failed() {
+                    None => Ok((*vi, d.clone())),
+                    Some(why) => Err(DnError::io(
+                        &format!("container {cid} is on failed volume {}", v.root().display()),
+                        why,
+                    )),
+                }
+            }
             _ => Err(DnError::container_not_found(cid)),
         }
     }
 
-    /// Every descriptor except tombstones.
+    /// Every descriptor except tombstones and replicas on failed volumes (lost: the SCM
+    /// re-replicates them).
     pub fn descriptors(&self) -> Vec<Descriptor> {
         let mut v: Vec<Descriptor> = lock(&self.meta)
             .values()
-            .filter(|(_, d)| d.state != ContainerState::Deleted)
+            .filter(|(vi, d)| d.state != ContainerState::Deleted && !self.volumes[*vi].is_failed())
             .map(|(_, d)| d.clone())
             .collect();
         v.sort_by_key(|d| d.id);
         v
     }
 
-    /// Descriptors changed since the last call (tombstones report the deletion).
+    /// Descriptors changed since the last call (tombstones report the deletion). Every
+    /// replica of a volume that failed since is reported deleted, once: it is lost.
     pub fn take_changed(&self) -> Vec<Descriptor> {
-        let ids = std::mem::take(&mut *lock(&self.changed));
+        let failed: Vec<usize> = (0..self.volumes.len())
+            .filter(|&vi| self.volumes[vi].take_newly_failed())
+            .collect();
+        let mut ids = std::mem::take(&mut *lock(&self.changed));
         let meta = lock(&self.meta);
+        ids.extend(
+            meta.iter()
+                .filter(|(_, (vi, _))| failed.contains(vi))
+                .map(|(id, _)| *id),
+        );
         ids.into_iter()
-            .filter_map(|id| meta.get(&id).map(|(_, d)| d.clone()))
+            .filter_map(|id| meta.get(&id))
+            .map(|(vi, d)| {
+                let mut d = d.clone();
+                if self.volumes[*vi].is_failed() {
+                    d.state = ContainerState::Deleted;
+                }
+                d
+            })
             .collect()
     }
 
@@ -263,7 +291,10 @@ impl ContainerStore {
         let Some((vi, d)) = g.get(&cid).cloned() else {
             return Ok(());
         };
-        if matches!(d.state, ContainerState::Deleted | ContainerState::Unhealthy) {
+        if matches!(d.state, ContainerState::Deleted | ContainerState::Unhealthy)
+            || self.volumes[vi].is_failed()
+        {
+            // A failed volume's replicas are lost already (and its DB takes no writes).
             return Ok(());
         }
         tracing::error!(

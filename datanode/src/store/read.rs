@@ -76,12 +76,22 @@ impl ContainerStore {
                 ),
             ));
         }
-        let path = self.volumes[self.readable(id.container_id)?].block_file(id);
-        let f = std::fs::File::open(&path).map_err(|e| {
-            let why = format!("{}: {e}", path.display());
-            let _ = self.mark_unhealthy(id.container_id, &why);
-            DnError::new(DnCode::ContainerUnhealthy, why)
-        })?;
+        let v = &self.volumes[self.readable(id.container_id)?];
+        let path = v.block_file(id);
+        // Only a missing file is damage; EMFILE, EACCES and the like condemn nothing, and
+        // EIO fails the volume, not the container ([`super::faults`]).
+        let f = v
+            .injected()
+            .and_then(|()| std::fs::File::open(&path))
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    let why = format!("{}: {e}", path.display());
+                    let _ = self.mark_unhealthy(id.container_id, &why);
+                    DnError::new(DnCode::ContainerUnhealthy, why)
+                } else {
+                    v.fault(&format!("open {}", path.display()), e)
+                }
+            })?;
         let mut out = Vec::new();
         for c in b
             .chunks
@@ -92,10 +102,14 @@ impl ContainerStore {
             let to = end.min(c.end()) - c.offset;
             let (s, e, sums) = c.checksum.covering(c.len, from, to);
             let mut data = vec![0u8; (e - s) as usize];
-            let res = f
-                .read_exact_at(&mut data, c.offset + s)
-                .map_err(|e| format!("short read: {e}"))
-                .and_then(|_| sums.verify(&data).map_err(|m| m.reason));
+            // A short file or wrong bytes are damage; any other read error is the disk's.
+            let res = match f.read_exact_at(&mut data, c.offset + s) {
+                Ok(()) => sums.verify(&data).map_err(|m| m.reason),
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                    Err(format!("short read: {e}"))
+                }
+                Err(e) => return Err(v.fault(&format!("read {}", path.display()), e)),
+            };
             if let Err(why) = res {
                 let why = format!("block {id} at offset {}: {why}", c.offset + s);
                 let _ = self.mark_unhealthy(id.container_id, &why);

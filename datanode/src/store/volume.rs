@@ -10,6 +10,7 @@ use rozone_kv::{cf, key_u64, u64_key, DbTuning};
 use rozone_types::BlockId;
 
 use super::digest::ContentDigest;
+use super::faults::{self, Fault, VolumeHealth};
 use crate::error::DnError;
 use crate::types::{BlockData, ChunkInfo, ContainerState, Descriptor};
 
@@ -26,6 +27,8 @@ pub struct Volume {
     /// Configured capacity (0: the filesystem's size).
     capacity: u64,
     used: AtomicU64,
+    /// Failed / full ([`faults`]).
+    health: VolumeHealth,
 }
 
 fn block_key(b: BlockId) -> Vec<u8> {
@@ -78,6 +81,7 @@ impl Volume {
             db,
             capacity,
             used: AtomicU64::new(0),
+            health: VolumeHealth::default(),
         })
     }
 
@@ -106,7 +110,94 @@ impl Volume {
         self.root.join("tmp").join(format!("{what}-{nanos}-{n}"))
     }
 
-    /// Capacity, used bytes, remaining bytes.
+    /// Why the volume failed, if it did ([`faults`]).
+    pub fn failed(&self) -> Option<String> {
+        self.health.failed()
+    }
+
+    pub fn is_failed(&self) -> bool {
+        self.health.is_failed()
+    }
+
+    /// Whether the volume hit ENOSPC and no space was freed since (probed at most every
+    /// [`faults::PROBE_EVERY`]).
+    pub fn is_full(&self) -> bool {
+        self.health
+            .is_full(faults::PROBE_EVERY, || self.probe_space())
+    }
+
+    /// Whether [`faults::PROBE_BYTES`] can be written (and synced) here now.
+    fn probe_space(&self) -> bool {
+        use std::io::Write;
+        let p = self.tmp_path("space-probe");
+        let r = self.injected().and_then(|()| {
+            let mut f = std::fs::File::create(&p)?;
+            f.write_all(&vec![0u8; faults::PROBE_BYTES])?;
+            f.sync_data()
+        });
+        remove(&p);
+        if r.is_ok() {
+            tracing::info!(volume = %self.root.display(), "volume has room again");
+        }
+        r.is_ok()
+    }
+
+    /// True once after the volume failed (its containers are then reported gone).
+    pub fn take_newly_failed(&self) -> bool {
+        self.health.take_newly_failed()
+    }
+
+    /// Whether new data may go here: not failed, not full.
+    pub fn accepts_data(&self) -> bool {
+        !self.is_failed() && !self.is_full()
+    }
+
+    /// The `dn-disk-fault` failpoint for this volume (before file I/O).
+    pub fn injected(&self) -> std::io::Result<()> {
+        faults::injected(&self.root)
+    }
+
+    /// A file I/O error on this volume as a [`DnError`], recording what it means for the
+    /// volume: EIO and the like fail it, ENOSPC marks it full (`DISK_FULL`), the rest is
+    /// transient and condemns nothing.
+    pub fn fault(&self, what: &str, e: std::io::Error) -> DnError {
+        self.record(what, faults::classify(&e), &e.to_string())
+    }
+
+    /// A RocksDB write error on this volume, as [`Volume::fault`].
+    fn db_fault(&self, e: rozone_kv::rocksdb::Error) -> DnError {
+        let msg = e.to_string();
+        self.record("write container database", faults::classify_db(&msg), &msg)
+    }
+
+    fn record(&self, what: &str, fault: Fault, e: &str) -> DnError {
+        let root = self.root.display();
+        match fault {
+            Fault::Full => {
+                self.health.set_full();
+                tracing::warn!(volume = %root, what, error = e, "volume full");
+                DnError::new(
+                    rozone_types::codes::DnCode::DiskFull,
+                    format!("disk full: {what} on volume {root}: {e}"),
+                )
+            }
+            Fault::Failed => {
+                let why = format!("{what}: {e}");
+                if self.health.fail(&why) {
+                    tracing::error!(volume = %root, reason = %why, "volume FAILED: its containers are no longer served or reported");
+                }
+                DnError::io(&format!("volume {root} failed: {what}"), e)
+            }
+            Fault::Transient => DnError::io(what, e),
+        }
+    }
+
+    /// A data write on this volume succeeded: it is not full any more.
+    pub fn wrote(&self) {
+        self.health.wrote();
+    }
+
+    /// Capacity, used bytes, remaining bytes (none while full).
     pub fn space(&self) -> (u64, u64, u64) {
         let used = self.used.load(Ordering::Relaxed);
         let fs = fs_space(&self.root);
@@ -118,6 +209,9 @@ impl Volume {
         let mut remaining = capacity.saturating_sub(used);
         if let Some((_, free)) = fs {
             remaining = remaining.min(free);
+        }
+        if self.is_full() {
+            remaining = 0;
         }
         (capacity, used, remaining)
     }
@@ -139,9 +233,17 @@ impl Volume {
     }
 
     pub fn write(&self, batch: WriteBatch, sync: bool) -> Result<(), DnError> {
+        if let Some(why) = self.failed() {
+            return Err(DnError::io(
+                &format!("volume {} failed", self.root.display()),
+                why,
+            ));
+        }
+        self.injected()
+            .map_err(|e| self.fault("write container database", e))?;
         let mut wo = WriteOptions::default();
         wo.set_sync(sync);
-        Ok(self.db.write_opt(batch, &wo)?)
+        self.db.write_opt(batch, &wo).map_err(|e| self.db_fault(e))
     }
 
     pub fn load_descriptors(&self) -> Result<Vec<Descriptor>, DnError> {

@@ -10,6 +10,7 @@ use rozone_kv::rocksdb::WriteBatch;
 use rozone_types::codes::DnCode;
 use rozone_types::BlockId;
 
+use super::faults;
 use super::volume::{self, sync_dir};
 use super::{lock, ContainerStore};
 use crate::error::DnError;
@@ -18,14 +19,18 @@ use crate::types::{block_range_end, ChunkInfo, ContainerState, Descriptor};
 impl ContainerStore {
     /// The volume a write for `cid` goes to: the container's, or the one with most room
     /// for a new container.
+    /// A failed volume takes nothing; a full one no new container.
     pub fn volume_for_write(&self, cid: u64, need: u64) -> Result<usize, DnError> {
         if let Some((vi, d)) = lock(&self.meta).get(&cid) {
             check_writable(d)?;
+            self.check_volume(*vi)?;
             return Ok(*vi);
         }
+        self.check_any_volume()?;
         self.volumes
             .iter()
             .enumerate()
+            .filter(|(_, v)| v.accepts_data())
             .map(|(i, v)| (i, v.space().2))
             .filter(|(_, free)| *free >= need)
             .max_by_key(|(_, free)| *free)
@@ -38,14 +43,41 @@ impl ContainerStore {
             })
     }
 
-    /// The volume with most room, for an imported replica.
+    /// The volume with most room, for an imported replica (never a failed or full one).
     pub fn volume_for_import(&self) -> Result<usize, DnError> {
+        self.check_any_volume()?;
         self.volumes
             .iter()
             .enumerate()
+            .filter(|(_, v)| v.accepts_data())
             .max_by_key(|(_, v)| v.space().2)
             .map(|(i, _)| i)
-            .ok_or_else(|| DnError::new(DnCode::DiskFull, "no data directory"))
+            .ok_or_else(|| {
+                DnError::new(DnCode::DiskFull, "disk full: every data directory is full")
+            })
+    }
+
+    /// `IO_ERROR` when volume `vi` failed.
+    fn check_volume(&self, vi: usize) -> Result<(), DnError> {
+        let v = &self.volumes[vi];
+        match v.failed() {
+            Some(why) => Err(DnError::io(
+                &format!("volume {} failed", v.root().display()),
+                why,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// `IO_ERROR` when every volume failed.
+    fn check_any_volume(&self) -> Result<(), DnError> {
+        if !self.volumes.is_empty() && self.volumes.iter().all(|v| v.is_failed()) {
+            return Err(DnError::new(
+                DnCode::IoError,
+                "every data directory of this datanode failed",
+            ));
+        }
+        Ok(())
     }
 
     /// Returns the OPEN container's volume, creating the container when it never existed
@@ -60,6 +92,7 @@ impl ContainerStore {
         let mut g = lock(&self.meta);
         if let Some((vi, d)) = g.get(&cid) {
             check_writable(d)?;
+            self.check_volume(*vi)?;
             return Ok(*vi);
         }
         drop(g);
@@ -72,10 +105,12 @@ impl ContainerStore {
             check_writable(d)?;
             return Ok(*vi);
         }
-        let cdir = self.volumes[vi].container_dir(cid);
+        let v = &self.volumes[vi];
+        let cdir = v.container_dir(cid);
         let dir = cdir.join("chunks");
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| DnError::io(&format!("create {}", dir.display()), e))?;
+        v.injected()
+            .and_then(|()| std::fs::create_dir_all(&dir))
+            .map_err(|e| v.fault(&format!("create {}", dir.display()), e))?;
         if self.sync {
             // Both new entries (`<cid>` in `containers/`, `chunks` in `<cid>`) are durable
             // before the descriptor is written; if not, no container: the directory goes.
@@ -132,19 +167,21 @@ impl ContainerStore {
         {
             return Err(overwrite(block, chunk, c));
         }
-        let path = self.volumes[vi].block_file(block);
+        let v = &self.volumes[vi];
+        let path = v.block_file(block);
         let fresh = !path.exists();
         let f = std::fs::OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(false)
             .open(&path)
-            .map_err(|e| DnError::io(&format!("open {}", path.display()), e))?;
-        f.write_all_at(data, chunk.offset)
-            .map_err(|e| DnError::io(&format!("write {}", path.display()), e))?;
+            .map_err(|e| v.fault(&format!("open {}", path.display()), e))?;
+        v.injected()
+            .and_then(|()| f.write_all_at(data, chunk.offset))
+            .map_err(|e| v.fault(&format!("write {}", path.display()), e))?;
         if self.sync {
             f.sync_data()
-                .map_err(|e| DnError::io(&format!("sync {}", path.display()), e))?;
+                .map_err(|e| v.fault(&format!("sync {}", path.display()), e))?;
             if fresh {
                 // A new block file: its name is durable before the write is acknowledged.
                 // If not, the file goes, so a retry creates (and syncs) it again.
@@ -155,6 +192,7 @@ impl ContainerStore {
                 }
             }
         }
+        v.wrote();
         self.remember(block, chunk.offset, chunk.len, first(chunk));
         Ok(())
     }
@@ -163,10 +201,12 @@ impl ContainerStore {
     /// (or would be created on). Refuses at once for tombstones and non-OPEN containers.
     pub fn stage_stream(&self, block: BlockId) -> Result<StagedFile, DnError> {
         let vi = self.volume_for_write(block.container_id, 0)?;
-        let path =
-            self.volumes[vi].tmp_path(&format!("stream-{}-{}", block.container_id, block.local_id));
-        let file = std::fs::File::create(&path)
-            .map_err(|e| DnError::io(&format!("create {}", path.display()), e))?;
+        let v = &self.volumes[vi];
+        let path = v.tmp_path(&format!("stream-{}-{}", block.container_id, block.local_id));
+        let file = v
+            .injected()
+            .and_then(|()| std::fs::File::create(&path))
+            .map_err(|e| v.fault(&format!("create {}", path.display()), e))?;
         Ok(StagedFile {
             volume: vi,
             path,
@@ -199,8 +239,9 @@ impl ContainerStore {
             )));
         }
         if self.sync {
+            let v = &self.volumes[staged.volume];
             f.sync_data()
-                .map_err(|e| DnError::io("sync staged stream", e))?;
+                .map_err(|e| v.fault("sync staged stream", e))?;
         }
         drop(f);
         let vi = self.ensure_open(block.container_id, pipeline, chunk.len, Some(staged.volume))?;
@@ -213,9 +254,10 @@ impl ContainerStore {
         if let Some(c) = committed.first() {
             return Err(overwrite(block, chunk, c));
         }
-        let dest = self.volumes[vi].block_file(block);
+        let v = &self.volumes[vi];
+        let dest = v.block_file(block);
         std::fs::rename(&staged.path, &dest)
-            .map_err(|e| DnError::io(&format!("install {}", dest.display()), e))?;
+            .map_err(|e| v.fault(&format!("install {}", dest.display()), e))?;
         staged.installed = true;
         if self.sync {
             // The rename is durable before the stream is acknowledged; if not, the block
@@ -225,6 +267,7 @@ impl ContainerStore {
                 return Err(e);
             }
         }
+        v.wrote();
         self.remember(block, 0, chunk.len, first(chunk));
         Ok(())
     }
@@ -279,9 +322,15 @@ pub struct StagedFile {
 impl StagedFile {
     pub fn append(&mut self, data: &[u8]) -> Result<(), DnError> {
         match &mut self.file {
-            Some(f) => f
-                .write_all(data)
-                .map_err(|e| DnError::io("write staged stream", e)),
+            // Classified for its code (ENOSPC is DISK_FULL); the volume's state follows at
+            // the next chunk write or sync on it.
+            Some(f) => f.write_all(data).map_err(|e| match faults::classify(&e) {
+                faults::Fault::Full => DnError::new(
+                    DnCode::DiskFull,
+                    format!("disk full: write staged stream: {e}"),
+                ),
+                _ => DnError::io("write staged stream", e),
+            }),
             None => Err(DnError::io("stream", "staged file already used")),
         }
     }

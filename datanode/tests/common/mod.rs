@@ -55,6 +55,10 @@ pub struct ScmState {
     pub pending: BTreeMap<u64, Vec<spb::ScmCommand>>,
     pub next_cmd: u64,
     pub heartbeats: u64,
+    /// Full container reports received in heartbeats.
+    pub full_reports: u64,
+    /// datanode → its latest node report (volumes).
+    pub node_reports: BTreeMap<u64, spb::NodeReport>,
     /// When set, every call is refused as "not the leader" with this hint.
     pub refuse_with_hint: Option<String>,
 }
@@ -107,6 +111,24 @@ impl FakeScm {
         .await
     }
 
+    /// Waits for a node report of `dn` whose first volume satisfies `f`.
+    pub async fn wait_volume(
+        &self,
+        dn: u64,
+        what: &str,
+        f: impl Fn(&spb::StorageReport) -> bool,
+    ) -> spb::StorageReport {
+        wait_until(what, || async {
+            self.state()
+                .node_reports
+                .get(&dn)
+                .and_then(|r| r.storage.first())
+                .filter(|v| f(v))
+                .cloned()
+        })
+        .await
+    }
+
     pub fn replica(&self, dn: u64, cid: u64) -> Option<spb::ContainerReplica> {
         self.state().replicas.get(&(dn, cid)).cloned()
     }
@@ -151,7 +173,11 @@ impl ScmDatanode for FakeScm {
                 reregister: true,
             }));
         }
+        if let Some(nr) = r.node_report {
+            s.node_reports.insert(dn, nr);
+        }
         if let Some(full) = r.full_container_report {
+            s.full_reports += 1;
             s.replicas.retain(|(d, _), _| *d != dn);
             for rep in full.replicas {
                 s.replicas.insert((dn, rep.container_id), rep);

@@ -10,6 +10,7 @@
 //! replicated state are in [`crate::leader`].
 
 pub mod commands;
+pub mod deletion;
 pub mod lifecycle;
 pub mod nodes;
 pub mod replicas;

@@ -23,12 +23,32 @@ pub fn health_after(silence: Duration, stale_after: Duration, dead_after: Durati
     }
 }
 
-/// Storage totals from a node report (failed volumes left out).
+/// Storage totals from a node report (failed volumes left out of the byte counts).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeUsage {
     pub capacity: u64,
     pub used: u64,
     pub remaining: u64,
+    /// Volumes reported (0: no node report yet).
+    pub volumes: u64,
+    /// Volumes reported failed (I/O errors: their replicas are lost).
+    pub failed_volumes: u64,
+    /// Volumes that take new data: not failed, space remaining (a full one reports none).
+    pub writable_volumes: u64,
+}
+
+impl NodeUsage {
+    /// Whether new pipelines, containers and replicas may be placed on the node: some
+    /// volume takes data, or no report said otherwise yet (a node taken over from the
+    /// previous leader until it reports).
+    pub fn accepts_data(&self) -> bool {
+        self.volumes == 0 || self.writable_volumes > 0
+    }
+
+    /// Every reported volume failed: the node holds nothing usable; its pipelines close.
+    pub fn all_failed(&self) -> bool {
+        self.volumes > 0 && self.failed_volumes == self.volumes
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -179,6 +199,28 @@ impl NodeRegistry {
             .collect()
     }
 
+    /// [`Self::confirmed_healthy_ids`] whose volumes take new data: what new pipelines
+    /// are made of (a node whose every volume failed or is full gets none).
+    pub fn placeable_ids(&self) -> Vec<u64> {
+        self.nodes
+            .values()
+            .filter(|n| n.health == NodeHealth::Healthy && n.confirmed && n.usage.accepts_data())
+            .map(|n| n.details.id)
+            .collect()
+    }
+
+    /// HEALTHY and its volumes take new data (blocks, containers, replicas go there).
+    pub fn accepts_data(&self, id: u64) -> bool {
+        self.nodes
+            .get(&id)
+            .is_some_and(|n| n.health == NodeHealth::Healthy && n.usage.accepts_data())
+    }
+
+    /// Whether every volume of `id` was reported failed.
+    pub fn all_volumes_failed(&self, id: u64) -> bool {
+        self.nodes.get(&id).is_some_and(|n| n.usage.all_failed())
+    }
+
     /// Ids of HEALTHY nodes, ascending.
     pub fn healthy_ids(&self) -> Vec<u64> {
         self.nodes
@@ -291,5 +333,29 @@ mod tests {
             r.heartbeat(2, None, t0 + Duration::from_secs(12)),
             Heard::Known
         );
+    }
+
+    /// Placement follows the volumes: none reported yet (taken over) or one writable takes
+    /// data; all failed or full takes none; all failed also closes the node's pipelines.
+    #[test]
+    fn failed_or_full_volumes_take_no_new_data() {
+        let u = |volumes, failed_volumes, writable_volumes| NodeUsage {
+            volumes,
+            failed_volumes,
+            writable_volumes,
+            ..NodeUsage::default()
+        };
+        assert!(u(0, 0, 0).accepts_data() && !u(0, 0, 0).all_failed());
+        assert!(u(2, 1, 1).accepts_data() && !u(2, 1, 1).all_failed());
+        assert!(!u(2, 0, 0).accepts_data() && !u(2, 0, 0).all_failed());
+        assert!(!u(2, 2, 0).accepts_data() && u(2, 2, 0).all_failed());
+        let mut r = NodeRegistry::default();
+        let now = Instant::now();
+        r.register(dn(1), u(1, 0, 1), now);
+        r.register(dn(2), u(1, 1, 0), now);
+        r.register(dn(3), u(1, 0, 0), now);
+        assert_eq!(r.placeable_ids(), vec![1]);
+        assert!(r.accepts_data(1) && !r.accepts_data(2) && !r.accepts_data(3));
+        assert!(r.all_volumes_failed(2) && !r.all_volumes_failed(3));
     }
 }

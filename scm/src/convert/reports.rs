@@ -39,15 +39,25 @@ impl TryFrom<&pb::DatanodeDetails> for Datanode {
     }
 }
 
+/// Totals of the working volumes, and how many volumes failed or still take data (a full
+/// volume reports no remaining space).
 pub fn node_usage(r: &pb::NodeReport) -> NodeUsage {
-    r.storage
-        .iter()
-        .filter(|s| !s.failed)
-        .fold(NodeUsage::default(), |u, s| NodeUsage {
+    let volumes = r.storage.len() as u64;
+    let failed_volumes = r.storage.iter().filter(|s| s.failed).count() as u64;
+    r.storage.iter().filter(|s| !s.failed).fold(
+        NodeUsage {
+            volumes,
+            failed_volumes,
+            ..NodeUsage::default()
+        },
+        |u, s| NodeUsage {
             capacity: u.capacity.saturating_add(s.capacity),
             used: u.used.saturating_add(s.used),
             remaining: u.remaining.saturating_add(s.remaining),
-        })
+            writable_volumes: u.writable_volumes + u64::from(s.remaining > 0),
+            ..u
+        },
+    )
 }
 
 /// A reported replica; `incremental` allows `REPLICA_DELETED`.

@@ -115,7 +115,8 @@ impl ScmNode {
             let mut m = self.lead()?;
             let usable: Vec<&PipelineInfo> = pipelines
                 .values()
-                .filter(|p| p.members.iter().all(|d| m.nodes.is_healthy(*d)))
+                // A member whose volumes all failed or are full takes no new blocks.
+                .filter(|p| p.members.iter().all(|d| m.nodes.accepts_data(*d)))
                 .collect();
             if usable.is_empty() {
                 return Err(ScmError::Exhausted(format!(
@@ -217,9 +218,13 @@ impl ScmNode {
         for id in by_container.keys() {
             match self.container(*id)? {
                 None => return Err(ScmError::NotFound(format!("container {id} does not exist"))),
-                Some(c) if c.state == ContainerState::Deleted => {
+                // Deleted only once every replica was empty: its blocks are gone.
+                Some(c)
+                    if matches!(c.state, ContainerState::Deleting | ContainerState::Deleted) =>
+                {
                     return Err(ScmError::FailedPrecondition(format!(
-                        "container {id} is DELETED: its blocks are gone already"
+                        "container {id} is {}: its blocks are gone already",
+                        c.state
                     )))
                 }
                 Some(_) => {}

@@ -74,7 +74,7 @@ impl ScmNode {
             let m = self.lead()?;
             let mut load: BTreeMap<u64, usize> = m
                 .nodes
-                .confirmed_healthy_ids()
+                .placeable_ids()
                 .into_iter()
                 .map(|id| (id, 0))
                 .collect();
@@ -173,29 +173,30 @@ impl ScmNode {
         Ok(())
     }
 
-    /// Closes open pipelines with a DEAD member, or with a member this leader has not
-    /// heard of for `datanode_dead_after` since it took over.
+    /// Closes open pipelines with a DEAD member, a member whose every volume failed, or a
+    /// member this leader has not heard of for `datanode_dead_after` since it took over.
     pub async fn close_failed_pipelines(&self) -> Result<(), ScmError> {
         let pipelines = read::pipelines(&self.group.db())?;
-        let failed: Vec<(u64, u64)> = {
+        let failed: Vec<(u64, u64, &str)> = {
             let m = self.lead()?;
             let grace_over = m.started.elapsed() >= self.cfg.datanode_dead_after;
             pipelines
                 .iter()
                 .filter(|p| p.state == PipelineState::Open)
                 .filter_map(|p| {
-                    p.members
-                        .iter()
-                        .find(|d| match m.nodes.health(**d) {
-                            Some(h) => h == NodeHealth::Dead,
-                            None => grace_over,
-                        })
-                        .map(|d| (p.id, *d))
+                    p.members.iter().find_map(|d| match m.nodes.health(*d) {
+                        Some(NodeHealth::Dead) => Some((p.id, *d, "is dead")),
+                        Some(_) if m.nodes.all_volumes_failed(*d) => {
+                            Some((p.id, *d, "has no working volume"))
+                        }
+                        Some(_) => None,
+                        None => grace_over.then_some((p.id, *d, "is dead")),
+                    })
                 })
                 .collect()
         };
-        for (id, dn) in failed {
-            self.close_pipeline(id, &format!("member datanode {dn} is dead"))
+        for (id, dn, why) in failed {
+            self.close_pipeline(id, &format!("member datanode {dn} {why}"))
                 .await?;
         }
         Ok(())

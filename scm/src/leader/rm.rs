@@ -1,8 +1,8 @@
 //! One ReplicationManager pass on the leader: judge every CLOSED / QUASI_CLOSED container
 //! with [`crate::cluster::replication::decide`] and send what it decided (replicate to new
 //! targets with the best sources first, delete the worst replicas, force-close a quasi-closed
-//! majority); re-send close commands for CLOSING containers; end in-flight commands that
-//! finished or timed out.
+//! majority); re-send close commands for CLOSING containers; delete empty CLOSED containers
+//! ([`super::deleting`]); end in-flight commands that finished or timed out.
 
 use std::time::Instant;
 
@@ -17,6 +17,7 @@ use crate::cluster::replication::{
 use crate::cluster::{ClusterState, Inflight};
 use crate::convert;
 use crate::error::ScmError;
+use crate::leader::deleting::Transitions;
 use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerInfo, ContainerState};
 
@@ -59,11 +60,12 @@ pub fn judge(m: &ClusterState, c: &ContainerInfo) -> (Decision, Vec<ReplicaView>
             adds: v.iter().filter(|i| i.add).map(|i| i.datanode).collect(),
             deletes: v.iter().filter(|i| !i.add).map(|i| i.datanode).collect(),
         });
-    // Targets: healthy datanodes, fewest replicas first, then most free space.
+    // Targets: healthy datanodes whose volumes take data, fewest replicas first, then most
+    // free space.
     let mut candidates: Vec<(usize, std::cmp::Reverse<u64>, u64)> = m
         .nodes
         .all()
-        .filter(|n| n.health == NodeHealth::Healthy)
+        .filter(|n| n.health == NodeHealth::Healthy && n.usage.accepts_data())
         .map(|n| {
             (
                 m.replicas.count_on(n.details.id),
@@ -84,8 +86,10 @@ impl ScmNode {
     pub async fn run_replication_manager(&self) -> Result<(), ScmError> {
         let started = Instant::now();
         let containers = read::containers(&self.group.db(), None)?;
+        let pending = read::containers_with_pending_deletes(&self.group.db())?;
         let timeout = self.cfg.replication_inflight_timeout;
         let mut closing = Vec::new();
+        let mut deletions = Transitions::default();
         {
             let mut m = self.lead()?;
             if m.safe_mode.in_safe_mode {
@@ -127,6 +131,9 @@ impl ScmNode {
                     closing.push(c.id);
                     continue;
                 }
+                if self.deletion_step(&mut m, c, &pending, now + timeout, &mut deletions) {
+                    continue;
+                }
                 let (d, _) = judge(&m, c);
                 match d.verdict() {
                     Verdict::Healthy => healthy += 1,
@@ -148,6 +155,7 @@ impl ScmNode {
         for id in closing {
             self.send_close_commands(id, false)?;
         }
+        self.replicate_deletions(deletions).await?;
         let mut m = self.lead()?;
         m.rm.last_duration = started.elapsed();
         Counters::add(&self.counters.rm_runs, 1);

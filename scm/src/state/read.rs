@@ -70,6 +70,14 @@ pub fn cluster_id(db: &DB) -> io::Result<Option<String>> {
     db.get_row(CF_CLUSTER, KEY_CLUSTER_ID)
 }
 
+/// Containers with a pending deleted-block transaction (their block deletes are not done).
+pub fn containers_with_pending_deletes(db: &DB) -> io::Result<std::collections::BTreeSet<u64>> {
+    Ok(pending_deleted_blocks(db, usize::MAX)?
+        .into_iter()
+        .map(|t| t.container_id)
+        .collect())
+}
+
 /// Up to `limit` pending deleted-block transactions, oldest (lowest id) first.
 pub fn pending_deleted_blocks(db: &DB, limit: usize) -> io::Result<Vec<DeletedBlocksTxn>> {
     let mut out = Vec::new();

@@ -132,18 +132,20 @@ impl FakeDn {
     }
 
     pub async fn register(&mut self, replicas: Vec<pb::ContainerReplica>) -> pb::RegisterReply {
+        self.register_with(vec![volume(false, (1 << 40) - (1 << 30))], replicas)
+            .await
+    }
+
+    /// Registers with these volumes.
+    pub async fn register_with(
+        &mut self,
+        storage: Vec<pb::StorageReport>,
+        replicas: Vec<pb::ContainerReplica>,
+    ) -> pb::RegisterReply {
         self.client
             .register(pb::RegisterRequest {
                 datanode: Some(details(self.id)),
-                node_report: Some(pb::NodeReport {
-                    storage: vec![pb::StorageReport {
-                        path: "/data".into(),
-                        capacity: 1 << 40,
-                        used: 1 << 30,
-                        remaining: (1 << 40) - (1 << 30),
-                        failed: false,
-                    }],
-                }),
+                node_report: Some(pb::NodeReport { storage }),
                 container_report: Some(pb::ContainerReport { replicas }),
                 pipeline_reports: vec![],
             })
@@ -176,6 +178,27 @@ impl FakeDn {
         r
     }
 
+    /// Heartbeats with a node report of these volumes and an incremental report.
+    pub async fn beat_storage(
+        &mut self,
+        storage: Vec<pb::StorageReport>,
+        incremental: Vec<pb::ContainerReplica>,
+    ) -> pb::HeartbeatReply {
+        let r = self
+            .client
+            .heartbeat(pb::HeartbeatRequest {
+                datanode_id: self.id,
+                node_report: Some(pb::NodeReport { storage }),
+                incremental_container_report: incremental,
+                ..Default::default()
+            })
+            .await
+            .expect("heartbeat")
+            .into_inner();
+        self.commands.extend(r.commands.iter().cloned());
+        r
+    }
+
     pub async fn beat(&mut self) -> pb::HeartbeatReply {
         self.beat_with(vec![], vec![]).await
     }
@@ -187,6 +210,17 @@ impl FakeDn {
             .filter(|c| c.command.as_ref().is_some_and(&f))
             .cloned()
             .collect()
+    }
+}
+
+/// One volume of 1 TiB in a node report: `failed`, with `remaining` bytes (0: full).
+pub fn volume(failed: bool, remaining: u64) -> pb::StorageReport {
+    pb::StorageReport {
+        path: "/data".into(),
+        capacity: 1 << 40,
+        used: (1u64 << 40).saturating_sub(remaining),
+        remaining,
+        failed,
     }
 }
 
