@@ -108,6 +108,24 @@ fn check_key(ops: &[&Op], timeout: Duration) -> KeyVerdict {
         .copied()
         .filter(|o| o.call != Call::Get || matches!(o.outcome, Outcome::Ok(_)))
         .collect();
+    // A write of unknown outcome whose value no read saw can always take effect last
+    // (after every other operation), where it changes nothing observed: drop it, which
+    // keeps the search small when faults leave many writes unknown. Deletes stay (a read
+    // of "absent" may need them).
+    let seen: std::collections::HashSet<Value> = ops
+        .iter()
+        .filter_map(|o| match o.outcome {
+            Outcome::Ok(Output::Read(Some(v))) => Some(v),
+            _ => None,
+        })
+        .collect();
+    let ops: Vec<&Op> = ops
+        .into_iter()
+        .filter(|o| match (o.outcome, o.call) {
+            (Outcome::Info, Call::Put(v) | Call::CreateIfAbsent(v)) => seen.contains(&v),
+            _ => true,
+        })
+        .collect();
     let all: Vec<Event> = ops.iter().map(|o| event(o)).collect();
     match search::check(&all, State::Absent, deadline) {
         Found::Linearizable => return KeyVerdict::Linearizable,

@@ -27,6 +27,9 @@ pub enum Output {
     Read(Option<Value>),
     /// CreateIfAbsent: whether this call created the value.
     Created(bool),
+    /// CreateIfAbsent refused with "exists" after the client retried: maybe by its own
+    /// earlier attempt. Took effect (or found a value) within the call, either way.
+    CreatedOrFound,
 }
 
 /// The register's state. `Any` and `PresentUnknown` only appear when checking a window
@@ -67,6 +70,10 @@ pub fn step(s: State, call: Call, out: Option<Output>) -> Option<State> {
             Absent | Any => Some(Val(v)),
             _ => None,
         },
+        (Call::CreateIfAbsent(v), Some(Output::CreatedOrFound)) => Some(match s {
+            Absent => Val(v),
+            other => other,
+        }),
         (Call::CreateIfAbsent(_), Some(Output::Created(false))) => match s {
             Absent => None,
             Any => Some(PresentUnknown),

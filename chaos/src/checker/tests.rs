@@ -171,3 +171,35 @@ fn long_histories_check_quickly_and_keys_are_independent() {
     let w = rejected(&h);
     assert!(w.len() <= 6, "window of {} ops: {w:#?}", w.len());
 }
+
+#[test]
+fn unseen_unknown_writes_are_dropped_but_a_refused_create_counts() {
+    // Hundreds of unknown writes nobody read do not slow the search down.
+    let mut h = vec![put(1, 0, 10, 1)];
+    for i in 0..500 {
+        h.push(op(2, 20 + i, 30 + i, Call::Put(1000 + i), Outcome::Info));
+    }
+    h.push(get(3, 2000, 2010, Some(1)));
+    accepted(&h);
+    // "Created or found" on an empty register created it.
+    accepted(&[
+        op(
+            1,
+            0,
+            10,
+            Call::CreateIfAbsent(5),
+            Outcome::Ok(Output::CreatedOrFound),
+        ),
+        get(2, 20, 30, Some(5)),
+    ]);
+    rejected(&[
+        op(
+            1,
+            0,
+            10,
+            Call::CreateIfAbsent(5),
+            Outcome::Ok(Output::CreatedOrFound),
+        ),
+        get(2, 20, 30, None),
+    ]);
+}
