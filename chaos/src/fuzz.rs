@@ -172,7 +172,7 @@ where
 {
     let mut m = Mutator::new(seed);
     let mut stats = Stats::default();
-    let empty = vec![Vec::new()];
+    let empty = [Vec::new()];
     let seeds = if seeds.is_empty() { &empty[..] } else { seeds };
     for i in 0..iters {
         let input = m.bytes(&seeds[(i as usize) % seeds.len()]);
