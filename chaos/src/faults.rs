@@ -73,9 +73,11 @@ impl Families {
                 "process" => f.process = true,
                 "network" => f.network = true,
                 "membership" => f.membership = true,
-                other => return Err(format!(
+                other => {
+                    return Err(format!(
                     "unknown fault family {other:?}: use process, network, membership, all or none"
-                )),
+                ))
+                }
             }
         }
         Ok(f)
