@@ -387,12 +387,15 @@ async fn one_leader(cluster: &Arc<Mutex<Cluster>>, kind: Kind) -> anyhow::Result
         for (_, addr) in &m {
             last.push(rings::view(kind, addr).await);
         }
-        let first = last.first().cloned().flatten();
-        if let Some((Some(_), true)) = first {
-            if last
+        // Followers answer leader_ready = false (it is the answering node's own
+        // readiness): every member names the same leader, and that one says it is ready.
+        let ids: Vec<Option<u64>> = last.iter().map(|v| v.and_then(|x| x.0)).collect();
+        if let Some(Some(l)) = ids.first().copied() {
+            let leader_ready = m
                 .iter()
-                .all(|v| v.is_some() && v.map(|x| x.0) == first.map(|x| x.0))
-            {
+                .zip(&last)
+                .any(|((id, _), v)| *id == l && v.is_some_and(|x| x.1));
+            if leader_ready && ids.iter().all(|i| *i == Some(l)) {
                 return Ok(());
             }
         }
