@@ -89,13 +89,17 @@ fn proto_decoders_never_panic() {
     report(
         "om AllocatedBlock",
         run_bytes("om AllocatedBlock", &[ab.clone()], iters, seed, |b| {
-            proto(b, rozone_om::state::types::AllocatedBlock::try_from)
+            proto(b, |m: spb::AllocatedBlock| {
+                rozone_om::state::types::AllocatedBlock::try_from(m)
+            })
         }),
     );
     report(
         "client AllocatedBlock",
         run_bytes("client AllocatedBlock", &[ab], iters, seed, |b| {
-            proto(b, rozone_client::types::AllocatedBlock::try_from)
+            proto(b, |m: spb::AllocatedBlock| {
+                rozone_client::types::AllocatedBlock::try_from(m)
+            })
         }),
     );
     let key = opb::KeyInfo {
@@ -118,7 +122,7 @@ fn proto_decoders_never_panic() {
     report(
         "client KeyInfo",
         run_bytes("client KeyInfo", &[key.encode_to_vec()], iters, seed, |b| {
-            proto(b, rozone_client::types::Key::try_from)
+            proto(b, |m: opb::KeyInfo| rozone_client::types::Key::try_from(m))
         }),
     );
     let c = chunk(0, 10000);
@@ -129,7 +133,11 @@ fn proto_decoders_never_panic() {
             &[c.checksum.clone().unwrap().encode_to_vec()],
             iters,
             seed,
-            |b| proto(b, rozone_types::checksum::ChecksumData::try_from),
+            |b| {
+                proto(b, |m: dpb::ChecksumData| {
+                    rozone_types::checksum::ChecksumData::try_from(m)
+                })
+            },
         ),
     );
     report(
@@ -201,7 +209,11 @@ fn proto_decoders_never_panic() {
             &[desc.encode_to_vec()],
             iters,
             seed,
-            |b| proto(b, rozone_datanode::types::Descriptor::from_proto),
+            |b| {
+                proto(b, |m: dpb::ContainerDescriptor| {
+                    rozone_datanode::types::Descriptor::from_proto(m)
+                })
+            },
         ),
     );
     let replica = spb::ContainerReplica {
@@ -238,7 +250,7 @@ fn proto_decoders_never_panic() {
             seed,
             |b| {
                 proto(b, |m: spb::HeartbeatRequest| {
-                    rozone_scm::convert::reports::heartbeat(&m)
+                    rozone_scm::convert::heartbeat(&m)
                 })
             },
         ),
