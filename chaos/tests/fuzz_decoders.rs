@@ -88,11 +88,17 @@ fn proto_decoders_never_panic() {
     let ab = allocated().encode_to_vec();
     report(
         "om AllocatedBlock",
-        run_bytes("om AllocatedBlock", &[ab.clone()], iters, seed, |b| {
-            proto(b, |m: spb::AllocatedBlock| {
-                rozone_om::state::types::AllocatedBlock::try_from(m)
-            })
-        }),
+        run_bytes(
+            "om AllocatedBlock",
+            std::slice::from_ref(&ab),
+            iters,
+            seed,
+            |b| {
+                proto(b, |m: spb::AllocatedBlock| {
+                    rozone_om::state::types::AllocatedBlock::try_from(m)
+                })
+            },
+        ),
     );
     report(
         "client AllocatedBlock",
