@@ -1,0 +1,325 @@
+//! A cluster of real `rozone-scm`, `rozone-om` and `rozone-datanode` processes in a temp
+//! dir, plaintext (the suite looks for consistency defects, not TLS ones; mTLS would only
+//! slow the 2-core machine down). Every SCM and OM peer port sits behind a [`LinkProxy`],
+//! so single links can be cut; every process can be killed, restarted, paused, resumed.
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rozone_telemetry::testkit;
+
+use crate::procs::Proc;
+
+use crate::proxy::{LinkProxy, Owners};
+
+/// Which daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Scm,
+    Om,
+    Datanode,
+}
+
+impl Kind {
+    pub fn binary(self) -> &'static str {
+        match self {
+            Kind::Scm => "rozone-scm",
+            Kind::Om => "rozone-om",
+            Kind::Datanode => "rozone-datanode",
+        }
+    }
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Scm => "scm",
+            Kind::Om => "om",
+            Kind::Datanode => "dn",
+        }
+    }
+}
+
+/// How big a cluster.
+#[derive(Debug, Clone, Copy)]
+pub struct Size {
+    pub scms: u64,
+    pub oms: u64,
+    pub datanodes: u64,
+}
+
+/// One daemon: its config, its process while it runs, its peer proxy (SCM, OM).
+pub struct Node {
+    pub kind: Kind,
+    pub id: u64,
+    pub name: String,
+    pub client_addr: String,
+    pub config: PathBuf,
+    pub proxy: Option<LinkProxy>,
+    pub daemon: Option<Proc>,
+    pub paused: bool,
+    /// Its stderr, every incarnation appended.
+    pub log: PathBuf,
+}
+
+pub struct Cluster {
+    pub dir: PathBuf,
+    pub bins: PathBuf,
+    pub nodes: BTreeMap<String, Node>,
+    owners: Owners,
+}
+
+/// Raft timing of a loopback cluster on a busy 2-core machine.
+const RAFT: &str = "[raft]\nfsync = false\nelection_timeout_min = \"600ms\"\n\
+                    election_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
+/// A bound on anything the harness waits for ("hung", not "slow").
+pub const WAIT: Duration = Duration::from_secs(90);
+
+/// Ports for the daemons: all listeners held until every port is chosen, so none is handed
+/// out twice; the daemons bind them a moment later (the proxies bind port 0).
+fn ports(n: usize) -> anyhow::Result<Vec<u16>> {
+    let held = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").context("find a free port"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+}
+
+fn toml_list(v: &[String]) -> String {
+    let q: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", q.join(", "))
+}
+
+impl Cluster {
+    /// Writes every config (starts nothing).
+    pub fn configure(dir: &Path, bins: &Path, size: Size) -> anyhow::Result<Self> {
+        let owners: Owners = Arc::new(Mutex::new(Vec::new()));
+        let mut nodes = BTreeMap::new();
+        let mut p = ports(((size.scms + size.oms) * 3 + size.datanodes * 4) as usize)?.into_iter();
+        let mut next = || p.next().context("ports");
+        // (kind, id, client, peer listen, extra)
+        let mut plan = Vec::new();
+        for (kind, n) in [
+            (Kind::Scm, size.scms),
+            (Kind::Om, size.oms),
+            (Kind::Datanode, size.datanodes),
+        ] {
+            for id in 1..=n {
+                plan.push((kind, id, next()?, next()?, next()?));
+            }
+        }
+        let mut proxies = BTreeMap::new();
+        let mut peers: BTreeMap<Kind, String> = BTreeMap::new();
+        for (kind, id, client, peer, _) in &plan {
+            if *kind == Kind::Datanode {
+                continue;
+            }
+            let target: SocketAddr = format!("127.0.0.1:{peer}").parse()?;
+            let proxy = LinkProxy::start(target, Arc::clone(&owners))?;
+            peers.entry(*kind).or_default().push_str(&format!(
+                "[[peers]]\nid = {id}\npeer_addr = \"{}\"\nclient_addr = \"127.0.0.1:{client}\"\n",
+                proxy.addr()
+            ));
+            proxies.insert((*kind, *id), proxy);
+        }
+        let scm_addrs: Vec<String> = plan
+            .iter()
+            .filter(|n| n.0 == Kind::Scm)
+            .map(|n| format!("127.0.0.1:{}", n.2))
+            .collect();
+        for (kind, id, client, peer, extra) in plan {
+            let name = format!("{}{id}", kind.prefix());
+            let data = dir.join(&name);
+            let head = format!(
+                "[node]\nid = {id}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:0\"\n{RAFT}",
+                data.display().to_string()
+            );
+            let text = match kind {
+                Kind::Scm => format!(
+                    "{head}[scm]\nclient_addr = \"127.0.0.1:{client}\"\npeer_addr = \"127.0.0.1:{peer}\"\n\
+                     checkpoint_addr = \"127.0.0.1:0\"\nbootstrap_retry_pause = \"200ms\"\n{}",
+                    peers[&kind]
+                ),
+                Kind::Om => format!(
+                    "{head}[om]\nclient_addr = \"127.0.0.1:{client}\"\npeer_addr = \"127.0.0.1:{peer}\"\n\
+                     scm_addrs = {}\n{}",
+                    toml_list(&scm_addrs),
+                    peers[&kind]
+                ),
+                Kind::Datanode => format!(
+                    "{head}[datanode]\ncontainer_addr = \"127.0.0.1:{client}\"\nraft_addr = \"127.0.0.1:{peer}\"\n\
+                     replication_addr = \"127.0.0.1:{extra}\"\nscm_addrs = {}\nheartbeat_interval = \"1s\"\n",
+                    toml_list(&scm_addrs)
+                ),
+            };
+            let config = dir.join(format!("{name}.toml"));
+            std::fs::write(&config, text).with_context(|| format!("write {}", config.display()))?;
+            let log = dir.join(format!("{name}.log"));
+            nodes.insert(
+                name.clone(),
+                Node {
+                    kind,
+                    id,
+                    name,
+                    client_addr: format!("127.0.0.1:{client}"),
+                    config,
+                    proxy: proxies.remove(&(kind, id)),
+                    daemon: None,
+                    paused: false,
+                    log,
+                },
+            );
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            bins: bins.to_path_buf(),
+            nodes,
+            owners,
+        })
+    }
+
+    pub fn names(&self, kind: Kind) -> Vec<String> {
+        self.nodes
+            .values()
+            .filter(|n| n.kind == kind)
+            .map(|n| n.name.clone())
+            .collect()
+    }
+
+    pub fn client_addrs(&self, kind: Kind) -> Vec<String> {
+        self.nodes
+            .values()
+            .filter(|n| n.kind == kind)
+            .map(|n| n.client_addr.clone())
+            .collect()
+    }
+
+    pub fn node(&self, name: &str) -> anyhow::Result<&Node> {
+        self.nodes
+            .get(name)
+            .with_context(|| format!("no node {name}"))
+    }
+
+    fn node_mut(&mut self, name: &str) -> anyhow::Result<&mut Node> {
+        self.nodes
+            .get_mut(name)
+            .with_context(|| format!("no node {name}"))
+    }
+
+    /// Starts `name` with startup flags (waits for nothing).
+    pub fn spawn(&mut self, name: &str, flags: &[&str]) -> anyhow::Result<()> {
+        let bin = self.bins.join(self.node(name)?.kind.binary());
+        let n = self.node_mut(name)?;
+        if n.daemon.is_some() {
+            bail!("{name} is running already");
+        }
+        let mut cmd = testkit::insecure_command(&bin);
+        cmd.arg("--config").arg(&n.config).args(flags);
+        let d = Proc::spawn(cmd, &n.log)?;
+        let pid = d.pid();
+        n.daemon = Some(d);
+        n.paused = false;
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        owners.retain(|(o, _)| o != name);
+        owners.push((name.to_string(), pid));
+        Ok(())
+    }
+
+    /// Waits for a line on `name`'s stderr.
+    pub fn wait_line(&mut self, name: &str, line: &str) -> anyhow::Result<()> {
+        let n = self.node_mut(name)?;
+        let d = n
+            .daemon
+            .as_mut()
+            .with_context(|| format!("{name} is not running"))?;
+        d.wait_line(line, WAIT).with_context(|| name.to_string())
+    }
+
+    /// Sends a signal ("KILL", "STOP", "CONT").
+    pub fn signal(&mut self, name: &str, sig: &str) -> anyhow::Result<()> {
+        let n = self.node_mut(name)?;
+        let d = n
+            .daemon
+            .as_ref()
+            .with_context(|| format!("{name} is not running"))?;
+        d.signal(sig)
+            .with_context(|| format!("signal {sig} to {name}"))?;
+        match sig {
+            "STOP" => n.paused = true,
+            "CONT" => n.paused = false,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// SIGKILL, and wait until the process is gone; its log is kept.
+    pub fn kill(&mut self, name: &str) -> anyhow::Result<()> {
+        let n = self.node_mut(name)?;
+        if let Some(d) = n.daemon.take() {
+            d.kill().with_context(|| name.to_string())?;
+        }
+        n.paused = false;
+        Ok(())
+    }
+
+    /// Whether `name` runs (started, not exited).
+    pub fn running(&mut self, name: &str) -> bool {
+        self.nodes
+            .get_mut(name)
+            .and_then(|n| n.daemon.as_mut())
+            .is_some_and(|d| d.running())
+    }
+
+    /// Cuts the link `from → to` (`from` = "*": every link into `to`).
+    pub fn block(&self, from: &str, to: &str) -> anyhow::Result<()> {
+        let p = self
+            .node(to)?
+            .proxy
+            .as_ref()
+            .with_context(|| format!("{to} has no proxy"))?;
+        p.block(from);
+        Ok(())
+    }
+
+    /// Heals every link and resumes every paused process.
+    pub fn heal_all(&mut self) -> anyhow::Result<()> {
+        for n in self.nodes.values() {
+            if let Some(p) = &n.proxy {
+                p.heal();
+            }
+        }
+        let paused: Vec<String> = self
+            .nodes
+            .values()
+            .filter(|n| n.paused)
+            .map(|n| n.name.clone())
+            .collect();
+        for name in paused {
+            self.signal(&name, "CONT")?;
+        }
+        Ok(())
+    }
+
+    /// Starts the cluster: SCM ring (first `--init`, then one `--bootstrap` at a time), OM
+    /// ring likewise, then the datanodes.
+    pub fn start(&mut self) -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        for (i, name) in self.names(Kind::Scm).iter().enumerate() {
+            let (flag, line) = if i == 0 {
+                ("--init", "cluster created")
+            } else {
+                ("--bootstrap", "joined the SCM ring")
+            };
+            self.spawn(name, &[flag])?;
+            self.wait_line(name, line)?;
+        }
+        for (i, name) in self.names(Kind::Om).iter().enumerate() {
+            self.spawn(name, &[if i == 0 { "--init" } else { "--bootstrap" }])?;
+            self.wait_line(name, "OM serving")?;
+        }
+        for name in self.names(Kind::Datanode) {
+            self.spawn(&name, &[])?;
+        }
+        Ok(t.elapsed())
+    }
+}

@@ -1,0 +1,160 @@
+//! The fault schedule: derived from the seed alone (same seed, same schedule), resolved to
+//! processes only when injected (a "leader" is whoever leads then). One fault at a time:
+//! injected, held, healed, then a pause before the next.
+
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::cluster::Kind;
+
+/// Whom a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    Leader,
+    Follower,
+}
+
+/// What happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// SIGKILL, down for the hold, then restarted from its data.
+    Kill,
+    /// SIGSTOP for the hold (longer than the election timeout), then SIGCONT.
+    Pause,
+    /// Every link into and out of the target cut (the ring splits 2/1).
+    Isolate,
+    /// Only the links into the target cut: it still reaches the others, they not it.
+    CutInbound,
+    /// Only the links out of the target cut: the others reach it, it not them.
+    CutOutbound,
+    /// Leadership handed to a follower.
+    Transfer,
+}
+
+/// One scheduled fault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fault {
+    /// From the start of the workload.
+    pub at: Duration,
+    pub kind: FaultKind,
+    pub ring: Kind,
+    pub target: Target,
+    pub hold: Duration,
+}
+
+/// Which fault families a run uses (`--faults`).
+#[derive(Debug, Clone, Copy)]
+pub struct Families {
+    pub process: bool,
+    pub network: bool,
+    pub membership: bool,
+}
+
+impl Families {
+    /// Parses "process,network,membership" (or "all" / "none").
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut f = Families {
+            process: false,
+            network: false,
+            membership: false,
+        };
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match part {
+                "all" => {
+                    f = Families {
+                        process: true,
+                        network: true,
+                        membership: true,
+                    }
+                }
+                "none" => {}
+                "process" => f.process = true,
+                "network" => f.network = true,
+                "membership" => f.membership = true,
+                other => {
+                    return Err(format!(
+                    "unknown fault family {other:?}: use process, network, membership, all or none"
+                ))
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// The schedule of `seed` for a workload of `duration`.
+pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bool) -> Vec<Fault> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut kinds = Vec::new();
+    if families.process {
+        kinds.extend([FaultKind::Kill, FaultKind::Pause]);
+    }
+    if families.network {
+        kinds.extend([
+            FaultKind::Isolate,
+            FaultKind::CutInbound,
+            FaultKind::CutOutbound,
+        ]);
+    }
+    if families.membership {
+        kinds.push(FaultKind::Transfer);
+    }
+    let mut out = Vec::new();
+    if kinds.is_empty() {
+        return out;
+    }
+    let mut at = Duration::from_millis(rng.random_range(500..1500));
+    // Leave the last seconds fault-free, so the run ends on a settled cluster.
+    let end = duration.saturating_sub(Duration::from_secs(2));
+    while at < end {
+        let kind = kinds[rng.random_range(0..kinds.len())];
+        // The OM ring first (it serves the workload), then the SCM ring, then datanodes.
+        let roll = rng.random_range(0..10);
+        let ring = match (kind, roll) {
+            (_, 0..6) => Kind::Om,
+            (FaultKind::Kill | FaultKind::Pause, 9) if datanodes => Kind::Datanode,
+            _ => Kind::Scm,
+        };
+        let target = if rng.random_bool(0.6) {
+            Target::Leader
+        } else {
+            Target::Follower
+        };
+        let hold = match kind {
+            FaultKind::Transfer => Duration::ZERO,
+            _ => Duration::from_millis(rng.random_range(1500..4000)),
+        };
+        out.push(Fault {
+            at,
+            kind,
+            ring,
+            target,
+            hold,
+        });
+        at += hold + Duration::from_millis(rng.random_range(1000..3000));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_schedule_and_families_are_honoured() {
+        let all = Families::parse("all").unwrap();
+        let d = Duration::from_secs(60);
+        assert_eq!(schedule(7, d, all, true), schedule(7, d, all, true));
+        assert_ne!(schedule(7, d, all, true), schedule(8, d, all, true));
+        assert!(!schedule(7, d, all, true).is_empty());
+        let net = Families::parse("network").unwrap();
+        assert!(schedule(7, d, net, true).iter().all(|f| matches!(
+            f.kind,
+            FaultKind::Isolate | FaultKind::CutInbound | FaultKind::CutOutbound
+        )));
+        assert!(schedule(7, d, Families::parse("none").unwrap(), true).is_empty());
+        assert!(Families::parse("disk").is_err());
+    }
+}
