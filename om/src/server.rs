@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rozone_proto::om::om_admin_server::OmAdminServer;
 use rozone_proto::om::om_ring_server::OmRingServer;
+use rozone_proto::om::om_s3_server::OmS3Server;
 use rozone_proto::om::om_service_server::OmServiceServer;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
 use rozone_rpc::Role;
@@ -19,7 +20,7 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::node::OmNode;
-use crate::service::{admin::AdminService, ring::RingService, OmServiceImpl};
+use crate::service::{admin::AdminService, ring::RingService, s3::S3Service, OmServiceImpl};
 use crate::state::OmLogic;
 
 /// Raft group id of the OM ring.
@@ -102,7 +103,8 @@ impl OmServer {
                     .max_decoding_message_size(max),
             )
             .add_service(OmAdminServer::new(AdminService { node: node.clone() }))
-            .add_service(OmRingServer::new(RingService { node: node.clone() }));
+            .add_service(OmRingServer::new(RingService { node: node.clone() }))
+            .add_service(OmS3Server::new(S3Service { node: node.clone() }));
         let mut tasks = vec![
             rozone_raft::server::spawn_router(
                 "peer",

@@ -1,5 +1,6 @@
 //! The gRPC services on the OM client port: `OmService` (namespace and keys), `OmAdmin`
-//! (roles, leader transfer, decommission) and `OmRing` (what a bootstrapping OM asks).
+//! (roles, leader transfer, decommission), `OmRing` (what a bootstrapping OM asks) and `OmS3`
+//! (S3 credentials).
 //! Each handler converts its request at the edge and maps errors through the one
 //! `From<OmError> for Status`.
 
@@ -7,6 +8,7 @@ pub mod admin;
 pub mod keys;
 pub mod namespace;
 pub mod ring;
+pub mod s3;
 
 use std::sync::Arc;
 

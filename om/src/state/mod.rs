@@ -27,13 +27,20 @@ pub const CF_OPEN_KEYS: &str = "open_keys";
 /// Blocks to delete: log index (big-endian) → [`types::DeletedBlocks`].
 pub const CF_DELETED_BLOCKS: &str = "deleted_blocks";
 
+/// S3 metadata of keys committed by the gateway: `volume/bucket/key` → [`types::S3Meta`].
+pub const CF_S3_META: &str = "s3_meta";
+/// S3 credentials: access key id → [`types::S3Secret`].
+pub const CF_S3_SECRETS: &str = "s3_secrets";
+
 /// Every column family of the OM state.
-pub const COLUMN_FAMILIES: [&str; 5] = [
+pub const COLUMN_FAMILIES: [&str; 7] = [
     CF_VOLUMES,
     CF_BUCKETS,
     CF_KEYS,
     CF_OPEN_KEYS,
     CF_DELETED_BLOCKS,
+    CF_S3_META,
+    CF_S3_SECRETS,
 ];
 
 /// Row key of a bucket.

@@ -11,7 +11,7 @@ use rozone_raft::rows::decode_row;
 use rozone_raft::Rows;
 use serde::de::DeserializeOwned;
 
-use super::types::{Bucket, DeletedBlocks, Key, OpenKey, OpenKeyId, Volume};
+use super::types::{Bucket, DeletedBlocks, Key, OpenKey, OpenKeyId, S3Meta, S3Secret, Volume};
 use super::*;
 
 /// Rows under `base` whose name (the rest of the row key) starts with `prefix` and sorts
@@ -59,6 +59,15 @@ pub fn bucket(db: &DB, volume: &str, name: &str) -> io::Result<Option<Bucket>> {
 
 pub fn key(db: &DB, volume: &str, bucket: &str, name: &str) -> io::Result<Option<Key>> {
     db.get_row(CF_KEYS, &key_key(volume, bucket, name))
+}
+
+/// The S3 metadata of a key committed through the gateway.
+pub fn s3_meta(db: &DB, volume: &str, bucket: &str, name: &str) -> io::Result<Option<S3Meta>> {
+    db.get_row(CF_S3_META, &key_key(volume, bucket, name))
+}
+
+pub fn s3_secret(db: &DB, access_id: &str) -> io::Result<Option<S3Secret>> {
+    db.get_row(CF_S3_SECRETS, access_id.as_bytes())
 }
 
 pub fn open_key(db: &DB, id: &OpenKeyId) -> io::Result<Option<OpenKey>> {

@@ -7,7 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, Volume};
+use super::types::{
+    AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, S3Condition, S3Meta,
+    S3Secret, Volume,
+};
 
 /// A command of the OM state machine, replicated in the sealed envelope
 /// (`rozone_raft::envelope`). **Append-only**: a new command is a new variant at the end;
@@ -76,6 +79,28 @@ pub enum OmRequest {
     ExpireOpenKeys { ids: Vec<OpenKeyId>, now_ms: u64 },
     /// Drops deleted-block rows the SCM has taken over.
     PurgeDeletedBlocks { ids: Vec<u64> },
+    /// `CommitKey` through the S3 gateway: the key's S3 metadata is kept beside it, and
+    /// `condition` (when set) must hold on the current key or the commit is refused and
+    /// the open key dropped (its blocks to deletion).
+    S3CommitKey {
+        id: OpenKeyId,
+        blocks: Vec<(BlockId, u64)>,
+        size: u64,
+        checksum: String,
+        now_ms: u64,
+        meta: S3Meta,
+        condition: Option<S3Condition>,
+    },
+    /// Stores `secret` for `access_id` unless it already has one (then the stored one is
+    /// the answer): the leader draws the secret, every member keeps the first.
+    S3SetSecret {
+        access_id: String,
+        user: String,
+        secret: String,
+        now_ms: u64,
+    },
+    /// Removes an access id; refused when it has no secret.
+    S3RevokeSecret { access_id: String },
 }
 
 /// A refusal: the same on every member, reported to the client.
@@ -118,6 +143,10 @@ pub enum Refusal {
     },
     #[error("too many blocks for {path}: {count} > {max}")]
     TooManyBlocks { path: String, count: u64, max: u64 },
+    #[error("precondition failed for {path}: {reason}")]
+    PreconditionFailed { path: String, reason: String },
+    #[error("no S3 secret for access key id {access_id}")]
+    S3SecretNotFound { access_id: String },
 }
 
 /// The outcome of an [`OmRequest`].
@@ -135,6 +164,8 @@ pub enum OmResponse {
     OpenKeysExpired { count: u64 },
     DeletedBlocksPurged { count: u64 },
     Refused(Refusal),
+    S3Secret(S3Secret),
+    S3SecretRevoked,
 }
 
 #[cfg(test)]

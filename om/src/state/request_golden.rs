@@ -19,6 +19,9 @@ fn name(r: &OmRequest) -> &'static str {
         OmRequest::RenameKey { .. } => "RenameKey",
         OmRequest::ExpireOpenKeys { .. } => "ExpireOpenKeys",
         OmRequest::PurgeDeletedBlocks { .. } => "PurgeDeletedBlocks",
+        OmRequest::S3CommitKey { .. } => "S3CommitKey",
+        OmRequest::S3SetSecret { .. } => "S3SetSecret",
+        OmRequest::S3RevokeSecret { .. } => "S3RevokeSecret",
     }
 }
 
@@ -109,6 +112,28 @@ fn samples() -> Vec<OmRequest> {
         },
         OmRequest::PurgeDeletedBlocks {
             ids: vec![1, 2, 300],
+        },
+        OmRequest::S3CommitKey {
+            id: id(),
+            blocks: vec![(BlockId::new(3, 41), 1024)],
+            size: 1024,
+            checksum: "crc32:1234".into(),
+            now_ms: 12,
+            meta: crate::state::types::S3Meta {
+                etag: "0cc175b9c0f1b6a831c399e269772661".into(),
+                content_type: "text/plain".into(),
+                metadata: vec![("color".into(), "blue".into())],
+            },
+            condition: Some(crate::state::types::S3Condition::IfMatch("e1".into())),
+        },
+        OmRequest::S3SetSecret {
+            access_id: "alice".into(),
+            user: "alice".into(),
+            secret: "c2VjcmV0".into(),
+            now_ms: 13,
+        },
+        OmRequest::S3RevokeSecret {
+            access_id: "alice".into(),
         },
     ]
 }
