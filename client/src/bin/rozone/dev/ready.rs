@@ -176,7 +176,7 @@ impl Waiter {
                         r.leader_id == Some(r.node_id)
                             && r.members.iter().any(|m| m.id == node.id && m.voter)
                     }),
-                Kind::Datanode => return Ok(()),
+                Kind::Datanode | Kind::S3g => return Ok(()),
             };
             if let Ok(true) = voter {
                 return Ok(());
