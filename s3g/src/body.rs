@@ -2,12 +2,13 @@
 //! a download streamed from the key reader that ends in an error, not a short success,
 //! when the read fails.
 
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{Stream, TryStreamExt};
 use md5::{Digest, Md5};
 use s3s::dto::StreamingBlob;
 use tokio::io::{AsyncRead, ReadBuf};
@@ -51,7 +52,7 @@ impl<R> Upload<R> {
 
 /// The request body of an S3 call as an `AsyncRead` (empty when there is none).
 pub fn reader(body: Option<StreamingBlob>) -> impl AsyncRead + Unpin + Send {
-    let s: Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send + Sync>> = match body {
+    let s: Pin<Box<dyn Stream<Item = io::Result<Bytes>> + Send>> = match body {
         Some(b) => Box::pin(b.map_err(io::Error::other)),
         None => Box::pin(futures::stream::empty()),
     };
@@ -88,19 +89,42 @@ impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
 
 /// A download: bytes the task writes into `rd`, then the task's error (if it failed)
 /// as the stream's last item, so the response is cut with an error, never passed off as
-/// complete.
+/// complete. The task sends its error before it drops its end of the pipe, so the error is
+/// there when the bytes end.
 pub fn download(
     rd: tokio::io::DuplexStream,
     failed: tokio::sync::oneshot::Receiver<String>,
 ) -> StreamingBlob {
-    let tail = futures::stream::once(async move {
-        match failed.await {
-            Ok(e) => Some(Err(io::Error::other(e))),
-            Err(_) => None,
-        }
+    StreamingBlob::wrap(Download {
+        bytes: tokio_util::io::ReaderStream::new(rd),
+        failed: Some(failed),
     })
-    .filter_map(|x| async move { x });
-    StreamingBlob::wrap(tokio_util::io::ReaderStream::new(rd).chain(tail))
+}
+
+struct Download {
+    bytes: tokio_util::io::ReaderStream<tokio::io::DuplexStream>,
+    failed: Option<tokio::sync::oneshot::Receiver<String>>,
+}
+
+impl Stream for Download {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match Pin::new(&mut self.bytes).poll_next(cx) {
+            Poll::Ready(None) => {}
+            other => return other,
+        }
+        let Some(f) = self.failed.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(f).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                self.failed = None;
+                Poll::Ready(r.ok().map(|e| Err(io::Error::other(e))))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -67,13 +67,15 @@ pub fn s3_error(e: ClientError) -> S3Error {
         ClientError::Invalid(_) => S3ErrorCode::InvalidArgument,
         _ => S3ErrorCode::InternalError,
     };
-    let mut err = S3Error::with_message(code.clone(), msg);
-    match code {
-        S3ErrorCode::Custom(c) if c == "QuotaExceeded" => {
-            err.set_status_code(hyper::StatusCode::FORBIDDEN)
-        }
-        S3ErrorCode::Custom(_) => err.set_status_code(hyper::StatusCode::CONFLICT),
-        _ => {}
+    // Codes S3 does not define carry their status themselves.
+    let status = match om_code(&e) {
+        Some(C::QuotaExceeded) => Some(hyper::StatusCode::FORBIDDEN),
+        Some(C::OpenKeyNotFound | C::WrongClientId) => Some(hyper::StatusCode::CONFLICT),
+        _ => None,
+    };
+    let mut err = S3Error::with_message(code, msg);
+    if let Some(s) = status {
+        err.set_status_code(s);
     }
     err
 }
