@@ -1,5 +1,5 @@
 //! [`Gateway`]: the `s3s::S3` implementation. Each operation is a function of
-//! [`crate::buckets`], [`crate::objects`] or [`crate::list`]; this file only routes and
+//! [`crate::buckets`], [`crate::objects`], [`crate::copy`] or [`crate::list`]; this file only routes and
 //! counts.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -99,6 +99,7 @@ route! {
     head_object(HeadObjectInput) -> HeadObjectOutput => crate::objects::head_object;
     delete_object(DeleteObjectInput) -> DeleteObjectOutput => crate::objects::delete_object;
     delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput => crate::objects::delete_objects;
+    copy_object(CopyObjectInput) -> CopyObjectOutput => crate::copy::copy_object;
     list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output => crate::list::list_objects_v2;
     list_objects(ListObjectsInput) -> ListObjectsOutput => crate::list::list_objects;
 }

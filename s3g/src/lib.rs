@@ -5,13 +5,14 @@
 //!
 //! - [`config`]: `[s3g]`, `[http]`, `[log]`, `[security]`;
 //! - [`gateway`]: the `s3s::S3` implementation, routing to [`buckets`], [`objects`],
-//!   [`list`] (over [`listing`]);
+//!   [`copy`], [`list`] (over [`listing`]);
 //! - [`body`]: upload hashing and download streaming; [`health`]: `/ready`, `/metrics`.
 
 pub mod auth;
 pub mod body;
 pub mod buckets;
 pub mod config;
+pub mod copy;
 pub mod gateway;
 pub mod health;
 pub mod list;

@@ -20,7 +20,7 @@ use crate::mapping::{
 /// Most keys one DeleteObjects may name (S3's limit).
 const MAX_DELETE: usize = 1000;
 /// What S3 answers for an object stored without a Content-Type.
-const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
+pub const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
 /// Bytes buffered between the datanode reads and the HTTP response.
 const DOWNLOAD_BUFFER: usize = 1 << 20;
 
@@ -142,7 +142,7 @@ fn seconds(t: &Timestamp) -> i64 {
 
 /// RFC 9110's order for GET and HEAD: If-Match, else If-Unmodified-Since (412); then
 /// If-None-Match, else If-Modified-Since (304).
-fn read_conditions(
+pub fn read_conditions(
     k: &Key,
     if_match: Option<&ETagCondition>,
     if_unmodified_since: Option<&Timestamp>,

@@ -1,14 +1,12 @@
 //! The S3 operations through the real gateway with the AWS SDK: buckets, objects with
-//! metadata, ranges and read conditions, listing with delimiters across pages, deletes,
-//! conditional writes, and anonymous requests refused.
+//! metadata, ranges and read conditions, server-side copy, listing with delimiters across
+//! pages, deletes, conditional writes, and anonymous requests refused.
 
 mod common;
 
-use std::io::{Read, Write};
-
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
-use common::{code, status, Cluster};
+use common::{code, http, status, Cluster};
 
 fn md5_hex(b: &[u8]) -> String {
     use md5::{Digest, Md5};
@@ -28,25 +26,16 @@ fn data(n: usize, seed: u64) -> Vec<u8> {
         .collect()
 }
 
-/// A request without any signature, over a raw socket: the gateway must refuse it.
-fn anonymous_get(endpoint: &str, path: &str) -> String {
-    let addr = endpoint.trim_start_matches("http://");
-    let mut s = std::net::TcpStream::connect(addr).expect("connect");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_operations_through_the_gateway() {
     let c = Cluster::up();
     let s3 = c.user("alice");
 
     // Anonymous access is refused.
-    let r = anonymous_get(&c.endpoint, "/");
-    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    assert!(r.contains("AccessDenied"), "{r}");
+    let (st, body) = http("GET", &format!("{}/", c.endpoint), &[], b"");
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(st, 403, "{text}");
+    assert!(text.contains("AccessDenied"), "{text}");
 
     // Buckets.
     s3.create_bucket().bucket("bkt1").send().await.unwrap();
@@ -174,6 +163,45 @@ async fn s3_operations_through_the_gateway() {
         .await
         .unwrap();
 
+    // Server-side copy: metadata copied by default, replaced on request.
+    let copied = s3
+        .copy_object()
+        .bucket("bkt1")
+        .key("dir/copy1")
+        .copy_source("bkt1/dir/obj")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        copied.copy_object_result().and_then(|r| r.e_tag()),
+        Some(etag.as_str())
+    );
+    let h = s3.head_object().bucket("bkt1").key("dir/copy1").send().await.unwrap();
+    assert_eq!(h.content_type(), Some("text/plain"));
+    assert_eq!(h.metadata().and_then(|m| m.get("color")).map(String::as_str), Some("blue"));
+    s3.copy_object()
+        .bucket("bkt1")
+        .key("dir/copy2")
+        .copy_source("bkt1/dir/obj")
+        .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
+        .content_type("application/x-test")
+        .send()
+        .await
+        .unwrap();
+    let got = s3.get_object().bucket("bkt1").key("dir/copy2").send().await.unwrap();
+    assert_eq!(got.content_type(), Some("application/x-test"));
+    assert!(got.metadata().is_none_or(|m| m.is_empty()));
+    assert_eq!(got.body.collect().await.unwrap().into_bytes(), body);
+    let e = s3
+        .copy_object()
+        .bucket("bkt1")
+        .key("dir/copy3")
+        .copy_source("bkt1/nokey")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "NoSuchKey");
+
     // Conditional writes: create-only and compare-and-set on the ETag.
     let e = s3
         .put_object()
@@ -287,7 +315,9 @@ async fn s3_operations_through_the_gateway() {
     s3.delete_object().bucket("bkt1").key("b").send().await.unwrap();
     let e = s3.get_object().bucket("bkt1").key("b").send().await.unwrap_err();
     assert_eq!(code(&e), "NoSuchKey");
-    let rest: Vec<ObjectIdentifier> = ["a/1", "a/2", "a/b/3", "c/1", "c/2", "d", "dir/obj", "fresh"]
+    let rest: Vec<ObjectIdentifier> = [
+        "a/1", "a/2", "a/b/3", "c/1", "c/2", "d", "dir/obj", "dir/copy1", "dir/copy2", "fresh",
+    ]
         .iter()
         .map(|k| ObjectIdentifier::builder().key(*k).build().unwrap())
         .collect();
@@ -298,7 +328,7 @@ async fn s3_operations_through_the_gateway() {
         .send()
         .await
         .unwrap();
-    assert_eq!(d.deleted().len(), 8);
+    assert_eq!(d.deleted().len(), 10);
     assert!(d.errors().is_empty());
     s3.delete_bucket().bucket("bkt1").send().await.unwrap();
     let e = s3.head_bucket().bucket("bkt1").send().await.unwrap_err();

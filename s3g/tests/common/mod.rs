@@ -178,3 +178,55 @@ where
 pub fn status<E>(e: &SdkError<E, aws_sdk_s3::config::http::HttpResponse>) -> Option<u16> {
     e.raw_response().map(|r| r.status().as_u16())
 }
+
+/// One HTTP/1.1 request over a plain socket (for presigned URLs and anonymous calls, which
+/// must work without the SDK's signing): (status, body).
+pub fn http(method: &str, url: &str, headers: &[(String, String)], body: &[u8]) -> (u16, Vec<u8>) {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("an http:// URL");
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut s = std::net::TcpStream::connect(host).expect("connect");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (k, v) in headers {
+        if !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length") {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let head_end = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete response head");
+    let head = String::from_utf8_lossy(&out[..head_end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head}"));
+    let mut body = out[head_end + 4..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    (status, body)
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = b.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size_text = String::from_utf8_lossy(&b[..eol]).into_owned();
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[eol + 2 + size + 2..];
+    }
+}
