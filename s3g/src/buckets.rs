@@ -58,6 +58,19 @@ pub async fn head_bucket(g: &Gateway, req: S3Request<HeadBucketInput>) -> S3Resu
 
 pub async fn delete_bucket(g: &Gateway, req: S3Request<DeleteBucketInput>) -> S3Result<DeleteBucketOutput> {
     bucket_name(&req.input.bucket)?;
+    // Uploads in progress hold blocks the bucket's deletion would strand.
+    let (uploads, _) = g
+        .client
+        .om
+        .list_multipart_uploads(&g.volume, &req.input.bucket, "", "", "", 1)
+        .await
+        .map_err(s3_error)?;
+    if !uploads.is_empty() {
+        return Err(s3s::s3_error!(
+            BucketNotEmpty,
+            "the bucket has multipart uploads in progress: complete or abort them first"
+        ));
+    }
     g.client
         .om
         .delete_bucket(&g.volume, &req.input.bucket)

@@ -1,5 +1,6 @@
 //! [`Gateway`]: the `s3s::S3` implementation. Each operation is a function of
-//! [`crate::buckets`], [`crate::objects`], [`crate::copy`] or [`crate::list`]; this file only routes and
+//! [`crate::buckets`], [`crate::objects`], [`crate::copy`], [`crate::multipart`] or
+//! [`crate::list`]; this file only routes and
 //! counts.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -100,6 +101,12 @@ route! {
     delete_object(DeleteObjectInput) -> DeleteObjectOutput => crate::objects::delete_object;
     delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput => crate::objects::delete_objects;
     copy_object(CopyObjectInput) -> CopyObjectOutput => crate::copy::copy_object;
+    create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput => crate::multipart::create_multipart_upload;
+    upload_part(UploadPartInput) -> UploadPartOutput => crate::multipart::upload_part;
+    complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput => crate::multipart::complete_multipart_upload;
+    abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput => crate::multipart::abort_multipart_upload;
+    list_parts(ListPartsInput) -> ListPartsOutput => crate::multipart::list_parts;
+    list_multipart_uploads(ListMultipartUploadsInput) -> ListMultipartUploadsOutput => crate::multipart::list_multipart_uploads;
     list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output => crate::list::list_objects_v2;
     list_objects(ListObjectsInput) -> ListObjectsOutput => crate::list::list_objects;
 }

@@ -5,7 +5,7 @@
 //!
 //! - [`config`]: `[s3g]`, `[http]`, `[log]`, `[security]`;
 //! - [`gateway`]: the `s3s::S3` implementation, routing to [`buckets`], [`objects`],
-//!   [`copy`], [`list`] (over [`listing`]);
+//!   [`copy`], [`multipart`], [`list`] (over [`listing`]);
 //! - [`body`]: upload hashing and download streaming; [`health`]: `/ready`, `/metrics`.
 
 pub mod auth;
@@ -18,6 +18,7 @@ pub mod health;
 pub mod list;
 pub mod listing;
 pub mod mapping;
+pub mod multipart;
 pub mod objects;
 
 use std::net::SocketAddr;

@@ -34,7 +34,7 @@ pub fn key_etag(k: &Key) -> String {
 }
 
 /// A write condition of PutObject (decided by the OM at commit).
-fn write_condition(
+pub fn write_condition(
     if_match: Option<ETagCondition>,
     if_none_match: Option<ETagCondition>,
 ) -> S3Result<Option<S3Condition>> {

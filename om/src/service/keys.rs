@@ -18,7 +18,7 @@ const MAX_EXCLUDES: usize = 1000;
 /// Longest checksum string.
 const MAX_CHECKSUM: usize = 256;
 
-fn key_args(volume: &str, bucket: &str, key: &str) -> Result<(), OmError> {
+pub(super) fn key_args(volume: &str, bucket: &str, key: &str) -> Result<(), OmError> {
     name("volume", volume)?;
     name("bucket", bucket)?;
     check_key_name(key).map_err(OmError::InvalidName)

@@ -6,6 +6,7 @@
 
 pub mod admin;
 pub mod keys;
+pub mod multipart;
 pub mod namespace;
 pub mod ring;
 pub mod s3;

@@ -3,7 +3,8 @@
 //!
 //! Who may call: `GetS3Secret` and `RevokeS3Secret` need the `admin` role (certificates
 //! carry no user identity yet, so a user cannot be told from another); `LookupS3Secret`
-//! needs `s3g` or `admin` (the gateway verifying a signature).
+//! needs `s3g` or `admin` (the gateway verifying a signature). Multipart calls
+//! ([`super::multipart`]) are open to any certificate of the cluster, as key calls are.
 
 use std::sync::Arc;
 
@@ -31,20 +32,7 @@ pub fn commit_args(
     meta: Option<pb::S3Meta>,
     cond: Option<pb::S3Condition>,
 ) -> Result<Option<(S3Meta, Option<S3Condition>)>, OmError> {
-    let condition = match cond {
-        None => None,
-        Some(c) if c.if_none_match_any && !c.if_match.is_empty() => {
-            return Err(OmError::InvalidArgument(
-                "a commit condition has both if_none_match_any and if_match".into(),
-            ))
-        }
-        Some(c) if c.if_none_match_any => Some(S3Condition::IfNoneMatchAny),
-        Some(c) if !c.if_match.is_empty() => {
-            field("if_match", &c.if_match)?;
-            Some(S3Condition::IfMatch(c.if_match))
-        }
-        Some(_) => None,
-    };
+    let condition = condition(cond)?;
     let Some(m) = meta else {
         if condition.is_some() {
             return Err(OmError::InvalidArgument(
@@ -78,7 +66,25 @@ pub fn commit_args(
     )))
 }
 
-fn field(what: &str, v: &str) -> Result<(), OmError> {
+/// A commit condition, checked.
+pub fn condition(cond: Option<pb::S3Condition>) -> Result<Option<S3Condition>, OmError> {
+    Ok(match cond {
+        None => None,
+        Some(c) if c.if_none_match_any && !c.if_match.is_empty() => {
+            return Err(OmError::InvalidArgument(
+                "a commit condition has both if_none_match_any and if_match".into(),
+            ))
+        }
+        Some(c) if c.if_none_match_any => Some(S3Condition::IfNoneMatchAny),
+        Some(c) if !c.if_match.is_empty() => {
+            field("if_match", &c.if_match)?;
+            Some(S3Condition::IfMatch(c.if_match))
+        }
+        Some(_) => None,
+    })
+}
+
+pub fn field(what: &str, v: &str) -> Result<(), OmError> {
     if v.len() > MAX_FIELD {
         return Err(OmError::InvalidArgument(format!(
             "{what} is {} bytes, at most {MAX_FIELD}",
@@ -177,6 +183,60 @@ impl OmS3 for S3Service {
                 access_id: r.access_id,
             }))?;
         Ok(Response::new(reply(OmResponse::S3Secret(s))?))
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: Request<pb::CreateMultipartUploadRequest>,
+    ) -> Result<Response<pb::CreateMultipartUploadReply>, Status> {
+        Ok(Response::new(
+            super::multipart::create(&self.node, req.into_inner()).await?,
+        ))
+    }
+
+    async fn commit_multipart_part(
+        &self,
+        req: Request<pb::CommitMultipartPartRequest>,
+    ) -> Result<Response<pb::CommitMultipartPartReply>, Status> {
+        Ok(Response::new(
+            super::multipart::commit_part(&self.node, req.into_inner()).await?,
+        ))
+    }
+
+    async fn complete_multipart_upload(
+        &self,
+        req: Request<pb::CompleteMultipartUploadRequest>,
+    ) -> Result<Response<pb::CommitKeyReply>, Status> {
+        Ok(Response::new(
+            super::multipart::complete(&self.node, req.into_inner()).await?,
+        ))
+    }
+
+    async fn abort_multipart_upload(
+        &self,
+        req: Request<pb::AbortMultipartUploadRequest>,
+    ) -> Result<Response<pb::AbortMultipartUploadReply>, Status> {
+        Ok(Response::new(
+            super::multipart::abort(&self.node, req.into_inner()).await?,
+        ))
+    }
+
+    async fn list_multipart_parts(
+        &self,
+        req: Request<pb::ListMultipartPartsRequest>,
+    ) -> Result<Response<pb::ListMultipartPartsReply>, Status> {
+        Ok(Response::new(
+            super::multipart::list_parts(&self.node, req.into_inner()).await?,
+        ))
+    }
+
+    async fn list_multipart_uploads(
+        &self,
+        req: Request<pb::ListMultipartUploadsRequest>,
+    ) -> Result<Response<pb::ListMultipartUploadsReply>, Status> {
+        Ok(Response::new(
+            super::multipart::list_uploads(&self.node, req.into_inner()).await?,
+        ))
     }
 
     async fn revoke_s3_secret(

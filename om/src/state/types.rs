@@ -172,3 +172,37 @@ pub struct S3Secret {
     pub secret: String,
     pub created_ms: u64,
 }
+
+/// A multipart upload in progress (row of `CF_S3_UPLOADS`): what the completed key will
+/// carry besides its parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Upload {
+    pub volume: String,
+    pub bucket: String,
+    pub key: String,
+    pub upload_id: String,
+    pub created_ms: u64,
+    pub content_type: String,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// One uploaded part (row of `CF_S3_PARTS`): its blocks as allocated (so completing the
+/// upload can commit them like an open key's) with the bytes written to each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Part {
+    pub part_number: u32,
+    /// MD5 hex of the part's bytes.
+    pub etag: String,
+    pub size: u64,
+    pub blocks: Vec<(AllocatedBlock, u64)>,
+    pub modified_ms: u64,
+}
+
+/// Names one multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadId {
+    pub volume: String,
+    pub bucket: String,
+    pub key: String,
+    pub upload_id: String,
+}

@@ -12,6 +12,7 @@ mod bucket;
 mod commit;
 mod deleted;
 mod key;
+mod multipart;
 mod open_key;
 mod s3;
 mod shared;
@@ -160,6 +161,44 @@ impl StateMachineLogic for OmLogic {
                 now_ms,
             } => s3::set_secret(txn, access_id, user, secret, now_ms),
             OmRequest::S3RevokeSecret { access_id } => s3::revoke_secret(txn, access_id),
+            OmRequest::S3CreateUpload { upload } => multipart::create(txn, upload),
+            OmRequest::S3CommitPart {
+                upload,
+                part_number,
+                id,
+                blocks,
+                size,
+                etag,
+                now_ms,
+            } => multipart::commit_part(
+                txn,
+                index,
+                upload,
+                part_number,
+                id,
+                blocks,
+                size,
+                etag,
+                now_ms,
+            ),
+            OmRequest::S3CompleteUpload {
+                upload,
+                parts,
+                etag,
+                min_part_size,
+                now_ms,
+                condition,
+            } => multipart::complete(
+                txn,
+                index,
+                upload,
+                parts,
+                etag,
+                min_part_size,
+                now_ms,
+                condition,
+            ),
+            OmRequest::S3AbortUpload { upload } => multipart::abort(txn, index, upload),
         }
     }
 }

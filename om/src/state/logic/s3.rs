@@ -15,7 +15,7 @@ use crate::state::types::{BlockId, Key, OpenKey, OpenKeyId, S3Condition, S3Meta,
 use crate::state::{key_key, open_key_key, CF_KEYS, CF_OPEN_KEYS, CF_S3_META, CF_S3_SECRETS};
 
 /// Why `condition` does not hold on the key as it is now, or `None` when it holds.
-fn unmet(txn: &Txn<'_>, id: &OpenKeyId, condition: &S3Condition) -> io::Result<Option<Refusal>> {
+pub(super) fn unmet(txn: &Txn<'_>, id: &OpenKeyId, condition: &S3Condition) -> io::Result<Option<Refusal>> {
     let kk = key_key(&id.volume, &id.bucket, &id.key);
     let exists = txn.get_row::<Key>(CF_KEYS, &kk)?.is_some();
     let failed = |reason: &str| {
