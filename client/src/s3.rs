@@ -280,7 +280,11 @@ impl OmClient {
             })
             .await?;
         let u = r.upload.map(Into::into).ok_or_else(|| missing("upload"))?;
-        Ok((u, r.parts.into_iter().map(Into::into).collect(), r.truncated))
+        Ok((
+            u,
+            r.parts.into_iter().map(Into::into).collect(),
+            r.truncated,
+        ))
     }
 
     /// Uploads of a bucket (key prefix, after a key/upload id marker), and whether more

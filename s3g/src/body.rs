@@ -137,7 +137,10 @@ mod tests {
         let mut u = Upload::new(&b"hello"[..], 10);
         let mut out = Vec::new();
         u.read_to_end(&mut out).await.unwrap();
-        assert_eq!(crate::mapping::hex(&u.md5()), "5d41402abc4b2a76b9719d911017c592");
+        assert_eq!(
+            crate::mapping::hex(&u.md5()),
+            "5d41402abc4b2a76b9719d911017c592"
+        );
         assert_eq!(u.read, 5);
         let mut small = Upload::new(&b"hello"[..], 4);
         assert!(small.read_to_end(&mut Vec::new()).await.is_err());

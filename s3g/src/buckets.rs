@@ -7,7 +7,10 @@ use s3s::{S3Request, S3Result};
 use crate::gateway::{volume_missing, Gateway};
 use crate::mapping::{bucket_name, s3_error, timestamp};
 
-pub async fn list_buckets(g: &Gateway, _req: S3Request<ListBucketsInput>) -> S3Result<ListBucketsOutput> {
+pub async fn list_buckets(
+    g: &Gateway,
+    _req: S3Request<ListBucketsInput>,
+) -> S3Result<ListBucketsOutput> {
     let buckets = match g.client.om.list_buckets(&g.volume, "").await {
         Ok(b) => b,
         Err(e) if volume_missing(&e) => Vec::new(),
@@ -32,7 +35,10 @@ pub async fn list_buckets(g: &Gateway, _req: S3Request<ListBucketsInput>) -> S3R
     })
 }
 
-pub async fn create_bucket(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3Result<CreateBucketOutput> {
+pub async fn create_bucket(
+    g: &Gateway,
+    req: S3Request<CreateBucketInput>,
+) -> S3Result<CreateBucketOutput> {
     let name = &req.input.bucket;
     bucket_name(name)?;
     g.ensure_volume().await?;
@@ -46,7 +52,10 @@ pub async fn create_bucket(g: &Gateway, req: S3Request<CreateBucketInput>) -> S3
     })
 }
 
-pub async fn head_bucket(g: &Gateway, req: S3Request<HeadBucketInput>) -> S3Result<HeadBucketOutput> {
+pub async fn head_bucket(
+    g: &Gateway,
+    req: S3Request<HeadBucketInput>,
+) -> S3Result<HeadBucketOutput> {
     bucket_name(&req.input.bucket)?;
     g.client
         .om
@@ -56,7 +65,10 @@ pub async fn head_bucket(g: &Gateway, req: S3Request<HeadBucketInput>) -> S3Resu
     Ok(HeadBucketOutput::default())
 }
 
-pub async fn delete_bucket(g: &Gateway, req: S3Request<DeleteBucketInput>) -> S3Result<DeleteBucketOutput> {
+pub async fn delete_bucket(
+    g: &Gateway,
+    req: S3Request<DeleteBucketInput>,
+) -> S3Result<DeleteBucketOutput> {
     bucket_name(&req.input.bucket)?;
     // Uploads in progress hold blocks the bucket's deletion would strand.
     let (uploads, _) = g

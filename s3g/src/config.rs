@@ -61,7 +61,10 @@ impl DaemonConfig for Config {
             format!("s3g.volume {:?} is not a valid volume name", s.volume)
         });
         problems.check(
-            !s.region.is_empty() && s.region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'),
+            !s.region.is_empty()
+                && s.region
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-'),
             || format!("s3g.region {:?} must be letters, digits and '-'", s.region),
         );
         problems.check(s.max_object_size.as_u64() > 0, || {
@@ -126,6 +129,9 @@ mod tests {
         c.s3g.volume = "S3V".into();
         c.s3g.om_addrs.clear();
         let e = c.validate().unwrap_err().to_string();
-        assert!(e.contains("s3g.volume") && e.contains("s3g.om_addrs"), "{e}");
+        assert!(
+            e.contains("s3g.volume") && e.contains("s3g.om_addrs"),
+            "{e}"
+        );
     }
 }

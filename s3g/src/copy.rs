@@ -19,7 +19,10 @@ use crate::objects::{read_conditions, DEFAULT_CONTENT_TYPE};
 /// Bytes buffered between the source read and the destination write.
 const COPY_BUFFER: usize = 1 << 20;
 
-pub async fn copy_object(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Result<CopyObjectOutput> {
+pub async fn copy_object(
+    g: &Gateway,
+    req: S3Request<CopyObjectInput>,
+) -> S3Result<CopyObjectOutput> {
     let i = req.input;
     bucket_name(&i.bucket)?;
     let (src_bucket, src_key) = match &i.copy_source {
@@ -29,7 +32,10 @@ pub async fn copy_object(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Resu
             version_id: None,
         } => (bucket.to_string(), key.to_string()),
         CopySource::Bucket { .. } => {
-            return Err(s3_error!(NotImplemented, "copying a version: buckets are not versioned"))
+            return Err(s3_error!(
+                NotImplemented,
+                "copying a version: buckets are not versioned"
+            ))
         }
         _ => return Err(s3_error!(NotImplemented, "copy from an access point")),
     };
@@ -56,7 +62,10 @@ pub async fn copy_object(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Resu
         }
     })?;
     if k.size > g.max_object_size {
-        return Err(s3_error!(EntityTooLarge, "the source is larger than s3g.max_object_size"));
+        return Err(s3_error!(
+            EntityTooLarge,
+            "the source is larger than s3g.max_object_size"
+        ));
     }
     let replace = i
         .metadata_directive
@@ -65,7 +74,8 @@ pub async fn copy_object(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Resu
     let old = k.s3.clone().unwrap_or_default();
     let (content_type, metadata) = if replace {
         (
-            i.content_type.unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_string()),
+            i.content_type
+                .unwrap_or_else(|| DEFAULT_CONTENT_TYPE.to_string()),
             metadata_in(i.metadata),
         )
     } else {
@@ -90,7 +100,14 @@ pub async fn copy_object(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Resu
         opts: &g.client.write,
     };
     let written = writer
-        .write(&g.volume, &i.bucket, &i.key, Some(k.size), &mut src, &|_| {})
+        .write(
+            &g.volume,
+            &i.bucket,
+            &i.key,
+            Some(k.size),
+            &mut src,
+            &|_| {},
+        )
         .await;
     let (copied, md5) = (src.read, src.md5());
     // Closes the pipe: a reader still writing (the write failed) stops instead of waiting.
@@ -101,7 +118,11 @@ pub async fn copy_object(g: &Gateway, req: S3Request<CopyObjectInput>) -> S3Resu
     let written = written.map_err(s3_error)?;
     read.map_err(s3_error)?;
     if copied != k.size {
-        return Err(s3_error!(InternalError, "copied {copied} of {} bytes", k.size));
+        return Err(s3_error!(
+            InternalError,
+            "copied {copied} of {} bytes",
+            k.size
+        ));
     }
     Metrics::add(&g.metrics.bytes_in, copied);
     let meta = S3Meta {

@@ -38,7 +38,12 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    pub fn new(client: Arc<Client>, volume: String, max_object_size: u64, metrics: Arc<Metrics>) -> Self {
+    pub fn new(
+        client: Arc<Client>,
+        volume: String,
+        max_object_size: u64,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Self {
             client,
             volume,
@@ -53,7 +58,12 @@ impl Gateway {
         if self.volume_ready.load(Ordering::Relaxed) {
             return Ok(());
         }
-        match self.client.om.create_volume(&self.volume, "s3g", None).await {
+        match self
+            .client
+            .om
+            .create_volume(&self.volume, "s3g", None)
+            .await
+        {
             Ok(_) => {}
             Err(e) if e.is_already_exists() => {}
             Err(e) => return Err(s3_error(e)),

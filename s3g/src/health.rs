@@ -30,10 +30,34 @@ impl HealthSource for S3gHealth {
         let mut out = String::new();
         let m = &self.metrics;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        metric(&mut out, "rozone_s3g_requests_total", "counter", "S3 requests answered", get(&m.requests));
-        metric(&mut out, "rozone_s3g_errors_total", "counter", "S3 requests answered with an error", get(&m.errors));
-        metric(&mut out, "rozone_s3g_bytes_in_total", "counter", "Object bytes received by PutObject", get(&m.bytes_in));
-        metric(&mut out, "rozone_s3g_bytes_out_total", "counter", "Object bytes sent by GetObject", get(&m.bytes_out));
+        metric(
+            &mut out,
+            "rozone_s3g_requests_total",
+            "counter",
+            "S3 requests answered",
+            get(&m.requests),
+        );
+        metric(
+            &mut out,
+            "rozone_s3g_errors_total",
+            "counter",
+            "S3 requests answered with an error",
+            get(&m.errors),
+        );
+        metric(
+            &mut out,
+            "rozone_s3g_bytes_in_total",
+            "counter",
+            "Object bytes received by PutObject",
+            get(&m.bytes_in),
+        );
+        metric(
+            &mut out,
+            "rozone_s3g_bytes_out_total",
+            "counter",
+            "Object bytes sent by GetObject",
+            get(&m.bytes_out),
+        );
         out
     }
 }

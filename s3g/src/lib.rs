@@ -55,8 +55,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         .await
         .with_context(|| format!("bind s3g.addr {}", s.addr))?;
     let s3_addr = listener.local_addr()?;
-    let om_state = Arc::new(Mutex::new(Err("the OM ring was not probed yet".to_string())));
-    let probe = tokio::spawn(health::probe(client.om.clone(), om_state.clone(), shutdown.clone()));
+    let om_state = Arc::new(Mutex::new(
+        Err("the OM ring was not probed yet".to_string()),
+    ));
+    let probe = tokio::spawn(health::probe(
+        client.om.clone(),
+        om_state.clone(),
+        shutdown.clone(),
+    ));
     let source = Arc::new(health::S3gHealth {
         metrics,
         om: om_state,
@@ -75,7 +81,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
 
 /// Accepts S3 connections (HTTP/1.1) until `stop`; connections in flight are dropped
 /// with the runtime.
-async fn serve(listener: tokio::net::TcpListener, service: s3s::service::S3Service, stop: CancellationToken) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    service: s3s::service::S3Service,
+    stop: CancellationToken,
+) {
     loop {
         let (stream, peer): (tokio::net::TcpStream, SocketAddr) = tokio::select! {
             _ = stop.cancelled() => return,

@@ -31,7 +31,12 @@ impl Keys for OmKeys<'_> {
 }
 
 fn token_decode(t: &str) -> S3Result<String> {
-    let bad = || s3_error!(InvalidArgument, "The continuation token provided is incorrect");
+    let bad = || {
+        s3_error!(
+            InvalidArgument,
+            "The continuation token provided is incorrect"
+        )
+    };
     if t.len() % 2 != 0 || t.len() > 2 * MAX_NAME {
         return Err(bad());
     }
@@ -44,7 +49,10 @@ fn token_decode(t: &str) -> S3Result<String> {
 
 fn check_len(what: &str, v: &str) -> S3Result<()> {
     if v.len() > MAX_NAME {
-        return Err(s3_error!(InvalidArgument, "{what} is longer than {MAX_NAME} bytes"));
+        return Err(s3_error!(
+            InvalidArgument,
+            "{what} is longer than {MAX_NAME} bytes"
+        ));
     }
     Ok(())
 }
@@ -63,7 +71,9 @@ fn object(k: &Key) -> Object {
         size: i64::try_from(k.size).ok(),
         e_tag: Some(etag(&key_etag(k))),
         last_modified: Some(timestamp(k.modified_ms)),
-        storage_class: Some(ObjectStorageClass::from_static(ObjectStorageClass::STANDARD)),
+        storage_class: Some(ObjectStorageClass::from_static(
+            ObjectStorageClass::STANDARD,
+        )),
         ..Default::default()
     }
 }
@@ -76,7 +86,10 @@ fn prefixes(p: &[String]) -> Vec<CommonPrefix> {
         .collect()
 }
 
-pub async fn list_objects_v2(g: &Gateway, req: S3Request<ListObjectsV2Input>) -> S3Result<ListObjectsV2Output> {
+pub async fn list_objects_v2(
+    g: &Gateway,
+    req: S3Request<ListObjectsV2Input>,
+) -> S3Result<ListObjectsV2Output> {
     let i = req.input;
     bucket_name(&i.bucket)?;
     let prefix = i.prefix.clone().unwrap_or_default();
@@ -96,7 +109,10 @@ pub async fn list_objects_v2(g: &Gateway, req: S3Request<ListObjectsV2Input>) ->
         }
         (None, None) => String::new(),
     };
-    let src = OmKeys { g, bucket: &i.bucket };
+    let src = OmKeys {
+        g,
+        bucket: &i.bucket,
+    };
     let page = listing::list(&src, &ask).await.map_err(s3_error)?;
     let count = page.keys.len() + page.prefixes.len();
     Ok(ListObjectsV2Output {
@@ -119,7 +135,10 @@ pub async fn list_objects_v2(g: &Gateway, req: S3Request<ListObjectsV2Input>) ->
     })
 }
 
-pub async fn list_objects(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Result<ListObjectsOutput> {
+pub async fn list_objects(
+    g: &Gateway,
+    req: S3Request<ListObjectsInput>,
+) -> S3Result<ListObjectsOutput> {
     let i = req.input;
     bucket_name(&i.bucket)?;
     let prefix = i.prefix.clone().unwrap_or_default();
@@ -135,7 +154,10 @@ pub async fn list_objects(g: &Gateway, req: S3Request<ListObjectsInput>) -> S3Re
         check_len("marker", m)?;
         ask.after = ask.resume_after(m);
     }
-    let src = OmKeys { g, bucket: &i.bucket };
+    let src = OmKeys {
+        g,
+        bucket: &i.bucket,
+    };
     let page = listing::list(&src, &ask).await.map_err(s3_error)?;
     Ok(ListObjectsOutput {
         name: Some(i.bucket),

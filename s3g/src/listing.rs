@@ -56,7 +56,12 @@ impl Ask {
 #[async_trait::async_trait]
 pub trait Keys {
     /// Keys starting with `prefix` after `after`, in order, at most `limit`.
-    async fn keys(&self, prefix: &str, after: &str, limit: usize) -> Result<Vec<Key>, rozone_client::ClientError>;
+    async fn keys(
+        &self,
+        prefix: &str,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<Key>, rozone_client::ClientError>;
 }
 
 /// One page of `ask` from `src`.
@@ -106,7 +111,12 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Keys for Vec_ {
-        async fn keys(&self, prefix: &str, after: &str, limit: usize) -> Result<Vec<Key>, rozone_client::ClientError> {
+        async fn keys(
+            &self,
+            prefix: &str,
+            after: &str,
+            limit: usize,
+        ) -> Result<Vec<Key>, rozone_client::ClientError> {
             Ok(self
                 .0
                 .iter()

@@ -29,7 +29,10 @@ fn main() -> ExitCode {
     flags
         .flag("s3g.addr", cli.addr)
         .flag_list("s3g.om_addrs", &cli.om_addrs);
-    rozone_telemetry::daemon_main(rozone_s3g::SERVICE, &cli.common, flags, |config: Config, shutdown| {
-        rozone_s3g::run(config, shutdown)
-    })
+    rozone_telemetry::daemon_main(
+        rozone_s3g::SERVICE,
+        &cli.common,
+        flags,
+        |config: Config, shutdown| rozone_s3g::run(config, shutdown),
+    )
 }

@@ -119,7 +119,12 @@ pub fn metadata_out(v: &[(String, String)]) -> Option<Metadata> {
 
 /// The MD5 of `Content-MD5` (base64), to compare with what was received.
 pub fn content_md5(b64: &str) -> Result<[u8; 16], S3Error> {
-    let bad = || S3Error::with_message(S3ErrorCode::InvalidDigest, "Content-MD5 is not the base64 of 16 bytes");
+    let bad = || {
+        S3Error::with_message(
+            S3ErrorCode::InvalidDigest,
+            "Content-MD5 is not the base64 of 16 bytes",
+        )
+    };
     let raw = decode_base64(b64.trim()).ok_or_else(bad)?;
     raw.try_into().map_err(|_| bad())
 }
@@ -164,7 +169,16 @@ mod tests {
         for ok in ["abc", "my-bucket.1", "a23"] {
             assert!(check_bucket_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["ab", "Abc", "a_b", "-ab", "ab-", "a..b", "192.168.1.1", &"a".repeat(64)] {
+        for bad in [
+            "ab",
+            "Abc",
+            "a_b",
+            "-ab",
+            "ab-",
+            "a..b",
+            "192.168.1.1",
+            &"a".repeat(64),
+        ] {
             assert!(check_bucket_name(bad).is_err(), "{bad}");
         }
     }
@@ -186,12 +200,36 @@ mod tests {
             s3_error(ClientError::status("OM", s)).code().clone()
         };
         let cases = [
-            (OmErrorCode::BucketNotFound, Code::NotFound, S3ErrorCode::NoSuchBucket),
-            (OmErrorCode::VolumeNotFound, Code::NotFound, S3ErrorCode::NoSuchBucket),
-            (OmErrorCode::KeyNotFound, Code::NotFound, S3ErrorCode::NoSuchKey),
-            (OmErrorCode::PreconditionFailed, Code::FailedPrecondition, S3ErrorCode::PreconditionFailed),
-            (OmErrorCode::BucketNotEmpty, Code::FailedPrecondition, S3ErrorCode::BucketNotEmpty),
-            (OmErrorCode::BucketAlreadyExists, Code::AlreadyExists, S3ErrorCode::BucketAlreadyOwnedByYou),
+            (
+                OmErrorCode::BucketNotFound,
+                Code::NotFound,
+                S3ErrorCode::NoSuchBucket,
+            ),
+            (
+                OmErrorCode::VolumeNotFound,
+                Code::NotFound,
+                S3ErrorCode::NoSuchBucket,
+            ),
+            (
+                OmErrorCode::KeyNotFound,
+                Code::NotFound,
+                S3ErrorCode::NoSuchKey,
+            ),
+            (
+                OmErrorCode::PreconditionFailed,
+                Code::FailedPrecondition,
+                S3ErrorCode::PreconditionFailed,
+            ),
+            (
+                OmErrorCode::BucketNotEmpty,
+                Code::FailedPrecondition,
+                S3ErrorCode::BucketNotEmpty,
+            ),
+            (
+                OmErrorCode::BucketAlreadyExists,
+                Code::AlreadyExists,
+                S3ErrorCode::BucketAlreadyOwnedByYou,
+            ),
         ];
         for (om, code, s3) in cases {
             assert_eq!(refused(om, code), s3, "{om:?}");

@@ -66,19 +66,33 @@ pub async fn create_multipart_upload(
     })
 }
 
-pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Result<UploadPartOutput> {
+pub async fn upload_part(
+    g: &Gateway,
+    req: S3Request<UploadPartInput>,
+) -> S3Result<UploadPartOutput> {
     let i = req.input;
     bucket_name(&i.bucket)?;
     let part = u32::try_from(i.part_number)
         .ok()
         .filter(|n| (1..=MAX_PARTS as u32).contains(n))
-        .ok_or_else(|| s3_error!(InvalidArgument, "part number must be within 1..={MAX_PARTS}"))?;
+        .ok_or_else(|| {
+            s3_error!(
+                InvalidArgument,
+                "part number must be within 1..={MAX_PARTS}"
+            )
+        })?;
     let size = match i.content_length {
-        Some(n) => Some(u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length"))?),
+        Some(n) => Some(
+            u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length"))?,
+        ),
         None => None,
     };
     if size.is_some_and(|n| n > g.max_object_size) {
-        return Err(s3_error!(EntityTooLarge, "a part is at most {} bytes", g.max_object_size));
+        return Err(s3_error!(
+            EntityTooLarge,
+            "a part is at most {} bytes",
+            g.max_object_size
+        ));
     }
     let want_md5 = i.content_md5.as_deref().map(content_md5).transpose()?;
     let mut src = Upload::new(body::reader(i.body), g.max_object_size);
@@ -91,13 +105,25 @@ pub async fn upload_part(g: &Gateway, req: S3Request<UploadPartInput>) -> S3Resu
         .write(&g.volume, &i.bucket, &i.key, size, &mut src, &|_| {})
         .await;
     let written = match (written, &src.failure) {
-        (_, Some(Failure::TooLarge)) => return Err(s3_error!(EntityTooLarge, "the part passes s3g.max_object_size")),
-        (_, Some(Failure::Body(e))) => return Err(s3_error!(IncompleteBody, "reading the body: {e}")),
+        (_, Some(Failure::TooLarge)) => {
+            return Err(s3_error!(
+                EntityTooLarge,
+                "the part passes s3g.max_object_size"
+            ))
+        }
+        (_, Some(Failure::Body(e))) => {
+            return Err(s3_error!(IncompleteBody, "reading the body: {e}"))
+        }
         (Err(e), None) => return Err(s3_error(e)),
         (Ok(w), None) => w,
     };
     if size.is_some_and(|n| n != src.read) {
-        return Err(s3_error!(IncompleteBody, "the body has {} bytes, Content-Length said {}", src.read, size.unwrap_or(0)));
+        return Err(s3_error!(
+            IncompleteBody,
+            "the body has {} bytes, Content-Length said {}",
+            src.read,
+            size.unwrap_or(0)
+        ));
     }
     let md5 = src.md5();
     if want_md5.is_some_and(|m| m != md5) {
@@ -125,7 +151,10 @@ pub async fn complete_multipart_upload(
     let condition = write_condition(i.if_match, i.if_none_match)?;
     let listed = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
     if listed.is_empty() || listed.len() > MAX_PARTS {
-        return Err(s3_error!(MalformedXML, "a completion lists 1 to {MAX_PARTS} parts"));
+        return Err(s3_error!(
+            MalformedXML,
+            "a completion lists 1 to {MAX_PARTS} parts"
+        ));
     }
     let mut parts = Vec::with_capacity(listed.len());
     for p in listed {
@@ -140,7 +169,10 @@ pub async fn complete_multipart_upload(
         parts.push((n, e));
     }
     if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
-        return Err(s3_error!(InvalidPartOrder, "parts must be in ascending order"));
+        return Err(s3_error!(
+            InvalidPartOrder,
+            "parts must be in ascending order"
+        ));
     }
     let tags: Vec<String> = parts.iter().map(|(_, e)| e.clone()).collect();
     let final_tag = multipart_etag(&tags)?;
@@ -189,7 +221,14 @@ pub async fn list_parts(g: &Gateway, req: S3Request<ListPartsInput>) -> S3Result
     let (_, parts, truncated) = g
         .client
         .om
-        .list_multipart_parts(&g.volume, &i.bucket, &i.key, &i.upload_id, marker, max.max(1) as u32)
+        .list_multipart_parts(
+            &g.volume,
+            &i.bucket,
+            &i.key,
+            &i.upload_id,
+            marker,
+            max.max(1) as u32,
+        )
         .await
         .map_err(s3_error)?;
     let next = parts.last().map(|p| p.part_number as i32);
@@ -224,7 +263,10 @@ pub async fn list_multipart_uploads(
     let i = req.input;
     bucket_name(&i.bucket)?;
     if i.delimiter.as_deref().is_some_and(|d| !d.is_empty()) {
-        return Err(s3_error!(NotImplemented, "ListMultipartUploads with a delimiter"));
+        return Err(s3_error!(
+            NotImplemented,
+            "ListMultipartUploads with a delimiter"
+        ));
     }
     let max = i.max_uploads.unwrap_or(PAGE).clamp(1, PAGE);
     let (uploads, truncated) = g

@@ -48,7 +48,9 @@ pub fn write_condition(
             NotImplemented,
             "If-None-Match on PutObject supports only *"
         )),
-        (Some(ETagCondition::ETag(e)), None) => Ok(Some(S3Condition::IfMatch(e.value().to_string()))),
+        (Some(ETagCondition::ETag(e)), None) => {
+            Ok(Some(S3Condition::IfMatch(e.value().to_string())))
+        }
         (Some(ETagCondition::Any), None) => Err(s3_error!(
             NotImplemented,
             "If-Match on PutObject needs an ETag, not *"
@@ -62,7 +64,9 @@ pub async fn put_object(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result
     bucket_name(&input.bucket)?;
     let condition = write_condition(input.if_match, input.if_none_match)?;
     let size = match input.content_length {
-        Some(n) => Some(u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length"))?),
+        Some(n) => Some(
+            u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length"))?,
+        ),
         None => None,
     };
     if size.is_some_and(|n| n > g.max_object_size) {
@@ -80,13 +84,25 @@ pub async fn put_object(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result
         opts: &g.client.write,
     };
     let written = writer
-        .write(&g.volume, &input.bucket, &input.key, size, &mut src, &|_| {})
+        .write(
+            &g.volume,
+            &input.bucket,
+            &input.key,
+            size,
+            &mut src,
+            &|_| {},
+        )
         .await;
     let written = match (written, &src.failure) {
         (_, Some(Failure::TooLarge)) => {
-            return Err(s3_error!(EntityTooLarge, "the body passes s3g.max_object_size"))
+            return Err(s3_error!(
+                EntityTooLarge,
+                "the body passes s3g.max_object_size"
+            ))
         }
-        (_, Some(Failure::Body(e))) => return Err(s3_error!(IncompleteBody, "reading the body: {e}")),
+        (_, Some(Failure::Body(e))) => {
+            return Err(s3_error!(IncompleteBody, "reading the body: {e}"))
+        }
         (Err(e), None) => return Err(s3_error(e)),
         (Ok(w), None) => w,
     };
@@ -155,7 +171,12 @@ pub fn read_conditions(
         ETagCondition::ETag(e) => e.value() == tag,
     };
     let modified = (k.modified_ms / 1000) as i64;
-    let failed = || s3_error!(PreconditionFailed, "At least one of the pre-conditions you specified did not hold");
+    let failed = || {
+        s3_error!(
+            PreconditionFailed,
+            "At least one of the pre-conditions you specified did not hold"
+        )
+    };
     match (if_match, if_unmodified_since) {
         (Some(c), _) if !matches(c) => return Err(failed()),
         (None, Some(t)) if modified > seconds(t) => return Err(failed()),
@@ -188,10 +209,14 @@ pub async fn get_object(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result
             .map_err(|_| s3_error!(InvalidRange, "The requested range is not satisfiable"))?,
         None => 0..k.size,
     };
-    let content_range = i
-        .range
-        .is_some()
-        .then(|| format!("bytes {}-{}/{}", span.start, span.end.saturating_sub(1), k.size));
+    let content_range = i.range.is_some().then(|| {
+        format!(
+            "bytes {}-{}/{}",
+            span.start,
+            span.end.saturating_sub(1),
+            k.size
+        )
+    });
     let len = span.end - span.start;
     let (rd, mut wr) = tokio::io::duplex(DOWNLOAD_BUFFER);
     let (fail_tx, fail_rx) = tokio::sync::oneshot::channel();
@@ -235,7 +260,10 @@ fn content_type(m: &S3Meta) -> String {
     }
 }
 
-pub async fn head_object(g: &Gateway, req: S3Request<HeadObjectInput>) -> S3Result<HeadObjectOutput> {
+pub async fn head_object(
+    g: &Gateway,
+    req: S3Request<HeadObjectInput>,
+) -> S3Result<HeadObjectOutput> {
     let i = req.input;
     let k = lookup(g, &i.bucket, &i.key).await?;
     read_conditions(
@@ -266,7 +294,10 @@ async fn delete_key(g: &Gateway, bucket: &str, key: &str) -> S3Result<()> {
     }
 }
 
-pub async fn delete_object(g: &Gateway, req: S3Request<DeleteObjectInput>) -> S3Result<DeleteObjectOutput> {
+pub async fn delete_object(
+    g: &Gateway,
+    req: S3Request<DeleteObjectInput>,
+) -> S3Result<DeleteObjectOutput> {
     bucket_name(&req.input.bucket)?;
     if req.input.if_match.is_some() {
         return Err(s3_error!(NotImplemented, "conditional DeleteObject"));
@@ -275,11 +306,17 @@ pub async fn delete_object(g: &Gateway, req: S3Request<DeleteObjectInput>) -> S3
     Ok(DeleteObjectOutput::default())
 }
 
-pub async fn delete_objects(g: &Gateway, req: S3Request<DeleteObjectsInput>) -> S3Result<DeleteObjectsOutput> {
+pub async fn delete_objects(
+    g: &Gateway,
+    req: S3Request<DeleteObjectsInput>,
+) -> S3Result<DeleteObjectsOutput> {
     let i = req.input;
     bucket_name(&i.bucket)?;
     if i.delete.objects.len() > MAX_DELETE {
-        return Err(s3_error!(MalformedXML, "at most {MAX_DELETE} keys per DeleteObjects"));
+        return Err(s3_error!(
+            MalformedXML,
+            "at most {MAX_DELETE} keys per DeleteObjects"
+        ));
     }
     let quiet = i.delete.quiet.unwrap_or(false);
     let (mut deleted, mut errors) = (Vec::new(), Vec::new());
@@ -343,7 +380,10 @@ mod tests {
     #[test]
     fn read_conditions_follow_rfc_9110() {
         let k = key("e1", 100);
-        assert_eq!(code(read_conditions(&k, Some(&tag("e1")), None, None, None)), None);
+        assert_eq!(
+            code(read_conditions(&k, Some(&tag("e1")), None, None, None)),
+            None
+        );
         assert_eq!(
             code(read_conditions(&k, Some(&tag("e2")), None, None, None)),
             Some(S3ErrorCode::PreconditionFailed)
@@ -353,16 +393,34 @@ mod tests {
             Some(S3ErrorCode::NotModified)
         );
         assert_eq!(
-            code(read_conditions(&k, None, None, Some(&ETagCondition::Any), None)),
+            code(read_conditions(
+                &k,
+                None,
+                None,
+                Some(&ETagCondition::Any),
+                None
+            )),
             Some(S3ErrorCode::NotModified)
         );
-        assert_eq!(code(read_conditions(&k, None, None, None, Some(&at(99)))), None);
+        assert_eq!(
+            code(read_conditions(&k, None, None, None, Some(&at(99)))),
+            None
+        );
         assert_eq!(
             code(read_conditions(&k, None, None, None, Some(&at(100)))),
             Some(S3ErrorCode::NotModified)
         );
         // If-None-Match wins over If-Modified-Since.
-        assert_eq!(code(read_conditions(&k, None, None, Some(&tag("zz")), Some(&at(200)))), None);
+        assert_eq!(
+            code(read_conditions(
+                &k,
+                None,
+                None,
+                Some(&tag("zz")),
+                Some(&at(200))
+            )),
+            None
+        );
         assert_eq!(
             code(read_conditions(&k, None, Some(&at(99)), None, None)),
             Some(S3ErrorCode::PreconditionFailed)

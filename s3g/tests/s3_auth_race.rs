@@ -7,12 +7,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::primitives::ByteStream;
 use common::{code, http, Cluster};
 
 fn headers(r: &aws_sdk_s3::presigning::PresignedRequest) -> Vec<(String, String)> {
-    r.headers().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    r.headers()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -57,7 +59,13 @@ async fn credentials_and_the_conditional_create_race() {
         }
     }
     assert_eq!(winners.len(), 1, "exactly one conditional create wins");
-    let got = s3.get_object().bucket("race").key("once").send().await.unwrap();
+    let got = s3
+        .get_object()
+        .bucket("race")
+        .key("once")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(got.body.collect().await.unwrap().into_bytes(), winners[0]);
 
     // Presigned URLs: a PUT and a GET anyone holding the URL may use until it expires; a

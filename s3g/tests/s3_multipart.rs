@@ -82,7 +82,10 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
             .send()
             .await
             .unwrap();
-        assert_eq!(r.e_tag(), Some(format!("\"{}\"", hex(&md5(chunk))).as_str()));
+        assert_eq!(
+            r.e_tag(),
+            Some(format!("\"{}\"", hex(&md5(chunk))).as_str())
+        );
         parts.push((n, r.e_tag().unwrap().to_string()));
     }
     let listed = s3
@@ -95,11 +98,22 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         .unwrap();
     assert_eq!(listed.parts().len(), 5);
     assert_eq!(listed.parts()[1].e_tag(), Some(parts[1].1.as_str()));
-    let uploads = s3.list_multipart_uploads().bucket("mp").send().await.unwrap();
+    let uploads = s3
+        .list_multipart_uploads()
+        .bucket("mp")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(uploads.uploads().len(), 1);
     assert_eq!(uploads.uploads()[0].upload_id(), Some(id.as_str()));
     // The key is not there before completion.
-    let e = s3.head_object().bucket("mp").key("big").send().await.unwrap_err();
+    let e = s3
+        .head_object()
+        .bucket("mp")
+        .key("big")
+        .send()
+        .await
+        .unwrap_err();
     assert_eq!(common::status(&e), Some(404));
 
     // A wrong part list is refused and the upload kept.
@@ -131,11 +145,20 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     }
     let want_etag = format!("\"{}-5\"", hex(&md5(&all)));
     assert_eq!(done.e_tag(), Some(want_etag.as_str()));
-    let got = s3.get_object().bucket("mp").key("big").send().await.unwrap();
+    let got = s3
+        .get_object()
+        .bucket("mp")
+        .key("big")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(got.e_tag(), Some(want_etag.as_str()));
     assert_eq!(got.content_type(), Some("application/x-big"));
     let bytes = got.body.collect().await.unwrap().into_bytes();
-    assert!(bytes.len() == body.len() && bytes[..] == body[..], "read back differs");
+    assert!(
+        bytes.len() == body.len() && bytes[..] == body[..],
+        "read back differs"
+    );
     let e = s3
         .list_parts()
         .bucket("mp")
@@ -147,7 +170,13 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     assert_eq!(code(&e), "NoSuchUpload");
 
     // Abort: the upload is gone and the bucket can be emptied and deleted.
-    let up = s3.create_multipart_upload().bucket("mp").key("gone").send().await.unwrap();
+    let up = s3
+        .create_multipart_upload()
+        .bucket("mp")
+        .key("gone")
+        .send()
+        .await
+        .unwrap();
     let id2 = up.upload_id().unwrap();
     s3.upload_part()
         .bucket("mp")
@@ -158,7 +187,12 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         .send()
         .await
         .unwrap();
-    s3.delete_object().bucket("mp").key("big").send().await.unwrap();
+    s3.delete_object()
+        .bucket("mp")
+        .key("big")
+        .send()
+        .await
+        .unwrap();
     let e = s3.delete_bucket().bucket("mp").send().await.unwrap_err();
     assert_eq!(code(&e), "BucketNotEmpty");
     s3.abort_multipart_upload()

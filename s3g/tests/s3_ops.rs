@@ -41,10 +41,20 @@ async fn s3_operations_through_the_gateway() {
     s3.create_bucket().bucket("bkt1").send().await.unwrap();
     let e = s3.create_bucket().bucket("bkt1").send().await.unwrap_err();
     assert_eq!(code(&e), "BucketAlreadyOwnedByYou");
-    let e = s3.create_bucket().bucket("bad_name").send().await.unwrap_err();
+    let e = s3
+        .create_bucket()
+        .bucket("bad_name")
+        .send()
+        .await
+        .unwrap_err();
     assert_eq!(code(&e), "InvalidBucketName");
     s3.head_bucket().bucket("bkt1").send().await.unwrap();
-    let e = s3.head_bucket().bucket("nobucket").send().await.unwrap_err();
+    let e = s3
+        .head_bucket()
+        .bucket("nobucket")
+        .send()
+        .await
+        .unwrap_err();
     assert_eq!(status(&e), Some(404));
     let names: Vec<String> = s3
         .list_buckets()
@@ -71,15 +81,29 @@ async fn s3_operations_through_the_gateway() {
         .unwrap();
     let etag = format!("\"{}\"", md5_hex(&body));
     assert_eq!(put.e_tag(), Some(etag.as_str()));
-    let h = s3.head_object().bucket("bkt1").key("dir/obj").send().await.unwrap();
+    let h = s3
+        .head_object()
+        .bucket("bkt1")
+        .key("dir/obj")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(h.content_length(), Some(body.len() as i64));
     assert_eq!(h.content_type(), Some("text/plain"));
     assert_eq!(h.e_tag(), Some(etag.as_str()));
     assert_eq!(
-        h.metadata().and_then(|m| m.get("color")).map(String::as_str),
+        h.metadata()
+            .and_then(|m| m.get("color"))
+            .map(String::as_str),
         Some("blue")
     );
-    let got = s3.get_object().bucket("bkt1").key("dir/obj").send().await.unwrap();
+    let got = s3
+        .get_object()
+        .bucket("bkt1")
+        .key("dir/obj")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(got.body.collect().await.unwrap().into_bytes(), body);
 
     // Ranges.
@@ -176,9 +200,20 @@ async fn s3_operations_through_the_gateway() {
         copied.copy_object_result().and_then(|r| r.e_tag()),
         Some(etag.as_str())
     );
-    let h = s3.head_object().bucket("bkt1").key("dir/copy1").send().await.unwrap();
+    let h = s3
+        .head_object()
+        .bucket("bkt1")
+        .key("dir/copy1")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(h.content_type(), Some("text/plain"));
-    assert_eq!(h.metadata().and_then(|m| m.get("color")).map(String::as_str), Some("blue"));
+    assert_eq!(
+        h.metadata()
+            .and_then(|m| m.get("color"))
+            .map(String::as_str),
+        Some("blue")
+    );
     s3.copy_object()
         .bucket("bkt1")
         .key("dir/copy2")
@@ -188,7 +223,13 @@ async fn s3_operations_through_the_gateway() {
         .send()
         .await
         .unwrap();
-    let got = s3.get_object().bucket("bkt1").key("dir/copy2").send().await.unwrap();
+    let got = s3
+        .get_object()
+        .bucket("bkt1")
+        .key("dir/copy2")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(got.content_type(), Some("application/x-test"));
     assert!(got.metadata().is_none_or(|m| m.is_empty()));
     assert_eq!(got.body.collect().await.unwrap().into_bytes(), body);
@@ -232,7 +273,10 @@ async fn s3_operations_through_the_gateway() {
         .send()
         .await
         .unwrap();
-    assert_eq!(cas.e_tag(), Some(format!("\"{}\"", md5_hex(b"new")).as_str()));
+    assert_eq!(
+        cas.e_tag(),
+        Some(format!("\"{}\"", md5_hex(b"new")).as_str())
+    );
     s3.put_object()
         .bucket("bkt1")
         .key("fresh")
@@ -264,8 +308,16 @@ async fn s3_operations_through_the_gateway() {
             .await
             .unwrap();
         pages += 1;
-        keys.extend(r.contents().iter().filter_map(|o| o.key().map(str::to_string)));
-        prefixes.extend(r.common_prefixes().iter().filter_map(|p| p.prefix().map(str::to_string)));
+        keys.extend(
+            r.contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_string)),
+        );
+        prefixes.extend(
+            r.common_prefixes()
+                .iter()
+                .filter_map(|p| p.prefix().map(str::to_string)),
+        );
         if r.is_truncated() != Some(true) {
             break;
         }
@@ -311,16 +363,41 @@ async fn s3_operations_through_the_gateway() {
     // Deletes: a non-empty bucket stays; deleting a missing key succeeds.
     let e = s3.delete_bucket().bucket("bkt1").send().await.unwrap_err();
     assert_eq!(code(&e), "BucketNotEmpty");
-    s3.delete_object().bucket("bkt1").key("b").send().await.unwrap();
-    s3.delete_object().bucket("bkt1").key("b").send().await.unwrap();
-    let e = s3.get_object().bucket("bkt1").key("b").send().await.unwrap_err();
+    s3.delete_object()
+        .bucket("bkt1")
+        .key("b")
+        .send()
+        .await
+        .unwrap();
+    s3.delete_object()
+        .bucket("bkt1")
+        .key("b")
+        .send()
+        .await
+        .unwrap();
+    let e = s3
+        .get_object()
+        .bucket("bkt1")
+        .key("b")
+        .send()
+        .await
+        .unwrap_err();
     assert_eq!(code(&e), "NoSuchKey");
     let rest: Vec<ObjectIdentifier> = [
-        "a/1", "a/2", "a/b/3", "c/1", "c/2", "d", "dir/obj", "dir/copy1", "dir/copy2", "fresh",
+        "a/1",
+        "a/2",
+        "a/b/3",
+        "c/1",
+        "c/2",
+        "d",
+        "dir/obj",
+        "dir/copy1",
+        "dir/copy2",
+        "fresh",
     ]
-        .iter()
-        .map(|k| ObjectIdentifier::builder().key(*k).build().unwrap())
-        .collect();
+    .iter()
+    .map(|k| ObjectIdentifier::builder().key(*k).build().unwrap())
+    .collect();
     let d = s3
         .delete_objects()
         .bucket("bkt1")

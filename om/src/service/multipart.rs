@@ -21,10 +21,17 @@ fn unexpected(r: OmResponse) -> OmError {
     OmError::Internal(format!("unexpected state machine response {r:?}"))
 }
 
-fn upload_id(volume: String, bucket: String, key: String, upload_id: String) -> Result<UploadId, OmError> {
+fn upload_id(
+    volume: String,
+    bucket: String,
+    key: String,
+    upload_id: String,
+) -> Result<UploadId, OmError> {
     key_args(&volume, &bucket, &key)?;
     if upload_id.is_empty() || upload_id.len() > 128 {
-        return Err(OmError::InvalidArgument("upload id must be 1 to 128 bytes".into()));
+        return Err(OmError::InvalidArgument(
+            "upload id must be 1 to 128 bytes".into(),
+        ));
     }
     Ok(UploadId {
         volume,
@@ -159,7 +166,11 @@ pub async fn complete(
     match n
         .propose(OmRequest::S3CompleteUpload {
             upload,
-            parts: r.parts.into_iter().map(|p| (p.part_number, p.etag)).collect(),
+            parts: r
+                .parts
+                .into_iter()
+                .map(|p| (p.part_number, p.etag))
+                .collect(),
             etag: r.etag,
             min_part_size: MIN_PART_SIZE,
             now_ms: now_ms(),

@@ -107,8 +107,7 @@ pub fn key_info(db: &DB, k: &Key) -> Result<pb::KeyInfo, OmError> {
 fn check_user(u: &str) -> Result<(), OmError> {
     let ok = !u.is_empty()
         && u.len() <= MAX_USER
-        && u
-            .chars()
+        && u.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'));
     if ok {
         Ok(())
@@ -254,10 +253,9 @@ impl OmS3 for S3Service {
             .await?
         {
             OmResponse::S3SecretRevoked => Ok(Response::new(pb::RevokeS3SecretReply {})),
-            other => Err(OmError::Internal(format!(
-                "unexpected state machine response {other:?}"
-            ))
-            .into()),
+            other => Err(
+                OmError::Internal(format!("unexpected state machine response {other:?}")).into(),
+            ),
         }
     }
 }

@@ -88,7 +88,10 @@ fn scan_rows<T: DeserializeOwned>(
 ) -> io::Result<(Vec<T>, bool)> {
     let seek = if after > prefix { after } else { prefix };
     let mut out = Vec::new();
-    let it = db.iterator_cf(cf(db, cf_name)?, IteratorMode::From(seek, Direction::Forward));
+    let it = db.iterator_cf(
+        cf(db, cf_name)?,
+        IteratorMode::From(seek, Direction::Forward),
+    );
     for item in it {
         let (k, v) = item.map_err(io::Error::other)?;
         if !k.starts_with(prefix) {
@@ -106,8 +109,17 @@ fn scan_rows<T: DeserializeOwned>(
 }
 
 /// Parts of an upload after part `after`, at most `limit`.
-pub fn s3_parts(db: &DB, u: &UploadId, after: u32, limit: usize) -> io::Result<(Vec<S3Part>, bool)> {
-    let from = if after == 0 { Vec::new() } else { part_key(u, after) };
+pub fn s3_parts(
+    db: &DB,
+    u: &UploadId,
+    after: u32,
+    limit: usize,
+) -> io::Result<(Vec<S3Part>, bool)> {
+    let from = if after == 0 {
+        Vec::new()
+    } else {
+        part_key(u, after)
+    };
     scan_rows(db, CF_S3_PARTS, &parts_prefix(u), &from, limit)
 }
 

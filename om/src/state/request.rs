@@ -103,9 +103,7 @@ pub enum OmRequest {
     S3RevokeSecret { access_id: String },
     /// Starts a multipart upload (the leader draws the upload id); refused without the
     /// bucket.
-    S3CreateUpload {
-        upload: S3Upload,
-    },
+    S3CreateUpload { upload: S3Upload },
     /// Moves an open key's blocks into part `part_number` of an upload (replacing an
     /// earlier upload of that part, whose blocks go to deletion).
     S3CommitPart {

@@ -187,7 +187,10 @@ pub fn http(method: &str, url: &str, headers: &[(String, String)], body: &[u8]) 
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let path = if path.is_empty() { "/" } else { path };
     let mut s = std::net::TcpStream::connect(host).expect("connect");
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         if !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length") {
             req.push_str(&format!("{k}: {v}\r\n"));
@@ -209,7 +212,10 @@ pub fn http(method: &str, url: &str, headers: &[(String, String)], body: &[u8]) 
         .and_then(|c| c.parse().ok())
         .unwrap_or_else(|| panic!("no status in {head}"));
     let mut body = out[head_end + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = dechunk(&body);
     }
     (status, body)
@@ -222,7 +228,8 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
             return out;
         };
         let size_text = String::from_utf8_lossy(&b[..eol]).into_owned();
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16).unwrap_or(0);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or(0);
         if size == 0 {
             return out;
         }

@@ -17,8 +17,8 @@ use crate::state::types::{
     AllocatedBlock, BlockId, OpenKey, OpenKeyId, S3Condition, S3Meta, S3Part, S3Upload, UploadId,
 };
 use crate::state::{
-    key_key, key_path, open_key_key, part_key, parts_prefix, upload_key, CF_OPEN_KEYS,
-    CF_S3_META, CF_S3_PARTS, CF_S3_UPLOADS,
+    key_key, key_path, open_key_key, part_key, parts_prefix, upload_key, CF_OPEN_KEYS, CF_S3_META,
+    CF_S3_PARTS, CF_S3_UPLOADS,
 };
 
 /// S3's most parts per upload (part numbers 1..=10000).
@@ -360,11 +360,23 @@ mod tests {
     #[test]
     fn completion_commits_the_listed_parts_in_order_and_frees_the_rest() {
         let mut f = started();
-        assert!(matches!(part(&mut f, 1, 1, 10, "e1"), OmResponse::S3PartCommitted(_)));
-        assert!(matches!(part(&mut f, 2, 2, 7, "e2"), OmResponse::S3PartCommitted(_)));
-        assert!(matches!(part(&mut f, 3, 3, 5, "e3"), OmResponse::S3PartCommitted(_)));
+        assert!(matches!(
+            part(&mut f, 1, 1, 10, "e1"),
+            OmResponse::S3PartCommitted(_)
+        ));
+        assert!(matches!(
+            part(&mut f, 2, 2, 7, "e2"),
+            OmResponse::S3PartCommitted(_)
+        ));
+        assert!(matches!(
+            part(&mut f, 3, 3, 5, "e3"),
+            OmResponse::S3PartCommitted(_)
+        ));
         // Re-uploading part 3 replaces it.
-        assert!(matches!(part(&mut f, 3, 4, 6, "e3b"), OmResponse::S3PartCommitted(_)));
+        assert!(matches!(
+            part(&mut f, 3, 4, 6, "e3b"),
+            OmResponse::S3PartCommitted(_)
+        ));
         assert!(read::key(&f.db, "v", "b", "k").unwrap().is_none());
         let r = f.apply_at(77, complete(&[(1, "e1"), (3, "\"e3b\"")], 10));
         let OmResponse::KeyCommitted(k) = r else {
@@ -372,11 +384,17 @@ mod tests {
         };
         assert_eq!(k.size, 16);
         assert_eq!(
-            k.blocks.iter().map(|b| (b.id, b.offset, b.length)).collect::<Vec<_>>(),
+            k.blocks
+                .iter()
+                .map(|b| (b.id, b.offset, b.length))
+                .collect::<Vec<_>>(),
             [(bid(1, 1), 0, 10), (bid(1, 4), 10, 6)]
         );
         let meta = read::s3_meta(&f.db, "v", "b", "k").unwrap().unwrap();
-        assert_eq!((meta.etag.as_str(), meta.content_type.as_str()), ("final-2", "text/plain"));
+        assert_eq!(
+            (meta.etag.as_str(), meta.content_type.as_str()),
+            ("final-2", "text/plain")
+        );
         // Part 2 (unlisted) is freed; the upload and its parts are gone.
         let freed: Vec<BlockId> = read::deleted_blocks(&f.db, 10)
             .unwrap()

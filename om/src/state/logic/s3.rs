@@ -15,7 +15,11 @@ use crate::state::types::{BlockId, Key, OpenKey, OpenKeyId, S3Condition, S3Meta,
 use crate::state::{key_key, open_key_key, CF_KEYS, CF_OPEN_KEYS, CF_S3_META, CF_S3_SECRETS};
 
 /// Why `condition` does not hold on the key as it is now, or `None` when it holds.
-pub(super) fn unmet(txn: &Txn<'_>, id: &OpenKeyId, condition: &S3Condition) -> io::Result<Option<Refusal>> {
+pub(super) fn unmet(
+    txn: &Txn<'_>,
+    id: &OpenKeyId,
+    condition: &S3Condition,
+) -> io::Result<Option<Refusal>> {
     let kk = key_key(&id.volume, &id.bucket, &id.key);
     let exists = txn.get_row::<Key>(CF_KEYS, &kk)?.is_some();
     let failed = |reason: &str| {
@@ -46,7 +50,12 @@ fn drop_open_key(txn: &mut Txn<'_>, index: u64, id: &OpenKeyId) -> io::Result<()
     if let Some(o) = txn.get_row::<OpenKey>(CF_OPEN_KEYS, &ok)? {
         txn.delete(CF_OPEN_KEYS, ok);
         let blocks = o.blocks.iter().map(|b| b.id).collect();
-        deleted::queue(txn, index, blocks, format!("precondition failed {}", path(id)))?;
+        deleted::queue(
+            txn,
+            index,
+            blocks,
+            format!("precondition failed {}", path(id)),
+        )?;
     }
     Ok(())
 }
@@ -181,19 +190,22 @@ mod tests {
         f.open(&b, vec![block(1, 2, 10)]);
         let first = f.apply(s3_commit(&a, 1, "ea", Some(S3Condition::IfNoneMatchAny)));
         assert!(matches!(first, OmResponse::KeyCommitted(_)), "{first:?}");
-        let second = f.apply_at(
-            9,
-            s3_commit(&b, 2, "eb", Some(S3Condition::IfNoneMatchAny)),
-        );
+        let second = f.apply_at(9, s3_commit(&b, 2, "eb", Some(S3Condition::IfNoneMatchAny)));
         assert!(
-            matches!(second, OmResponse::Refused(Refusal::PreconditionFailed { .. })),
+            matches!(
+                second,
+                OmResponse::Refused(Refusal::PreconditionFailed { .. })
+            ),
             "{second:?}"
         );
         // The loser's open key is gone and its block queued for deletion at once.
         assert!(read::open_key(&f.db, &b).unwrap().is_none());
         let queued = read::deleted_blocks(&f.db, 10).unwrap();
         assert_eq!(queued[0].1.blocks, [bid(1, 2)]);
-        assert_eq!(read::s3_meta(&f.db, "v", "b", "k").unwrap(), Some(meta("ea")));
+        assert_eq!(
+            read::s3_meta(&f.db, "v", "b", "k").unwrap(),
+            Some(meta("ea"))
+        );
     }
 
     #[test]
@@ -203,7 +215,12 @@ mod tests {
         let missing = open_id("k", 9);
         f.open(&missing, vec![block(1, 9, 10)]);
         assert_eq!(
-            f.refused(s3_commit(&missing, 9, "x", Some(S3Condition::IfMatch("ea".into())))),
+            f.refused(s3_commit(
+                &missing,
+                9,
+                "x",
+                Some(S3Condition::IfMatch("ea".into()))
+            )),
             Refusal::KeyNotFound {
                 path: "v/b/k".into()
             }
@@ -213,11 +230,27 @@ mod tests {
         let (b, c) = (open_id("k", 2), open_id("k", 3));
         f.open(&b, vec![block(1, 2, 10)]);
         f.open(&c, vec![block(1, 3, 10)]);
-        let wrong = f.refused(s3_commit(&b, 2, "eb", Some(S3Condition::IfMatch("zz".into()))));
-        assert!(matches!(wrong, Refusal::PreconditionFailed { .. }), "{wrong:?}");
-        let ok = f.apply(s3_commit(&c, 3, "ec", Some(S3Condition::IfMatch("ea".into()))));
+        let wrong = f.refused(s3_commit(
+            &b,
+            2,
+            "eb",
+            Some(S3Condition::IfMatch("zz".into())),
+        ));
+        assert!(
+            matches!(wrong, Refusal::PreconditionFailed { .. }),
+            "{wrong:?}"
+        );
+        let ok = f.apply(s3_commit(
+            &c,
+            3,
+            "ec",
+            Some(S3Condition::IfMatch("ea".into())),
+        ));
         assert!(matches!(ok, OmResponse::KeyCommitted(_)), "{ok:?}");
-        assert_eq!(read::s3_meta(&f.db, "v", "b", "k").unwrap().unwrap().etag, "ec");
+        assert_eq!(
+            read::s3_meta(&f.db, "v", "b", "k").unwrap().unwrap().etag,
+            "ec"
+        );
     }
 
     #[test]
@@ -234,7 +267,10 @@ mod tests {
             now_ms: NOW + 2,
         });
         assert_eq!(read::s3_meta(&f.db, "v", "b", "k").unwrap(), None);
-        assert_eq!(read::s3_meta(&f.db, "v", "b", "k2").unwrap(), Some(meta("ea")));
+        assert_eq!(
+            read::s3_meta(&f.db, "v", "b", "k2").unwrap(),
+            Some(meta("ea"))
+        );
         // A plain commit over an S3 key: the old ETag no longer describes the bytes.
         let b = open_id("k2", 2);
         f.open(&b, vec![block(1, 2, 10)]);

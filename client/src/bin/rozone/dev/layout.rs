@@ -200,18 +200,24 @@ fn toml_list(v: &[String]) -> String {
 pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra: &str) -> String {
     let data = node_dir.join("data");
     // The gateway has no [node], data or Raft: its own head.
-    let head = || format!(
-        "[node]\nid = {}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{}\"\n",
-        node.id,
-        data.display().to_string(),
-        node.http
-    ) + RAFT;
+    let head = || {
+        format!(
+            "[node]\nid = {}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{}\"\n",
+            node.id,
+            data.display().to_string(),
+            node.http
+        ) + RAFT
+    };
     let scm_addrs: Vec<String> = layout
         .of(Kind::Scm)
         .iter()
         .map(|n| n.client_addr())
         .collect();
-    let om_addrs: Vec<String> = layout.of(Kind::Om).iter().map(|n| n.client_addr()).collect();
+    let om_addrs: Vec<String> = layout
+        .of(Kind::Om)
+        .iter()
+        .map(|n| n.client_addr())
+        .collect();
     match node.kind {
         Kind::Scm => format!(
             "{}[scm]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n{extra}{}",

@@ -275,7 +275,11 @@ impl Up {
                     w.voter(n).await?;
                 }
             }
-            for n in layout.of(Kind::Datanode).into_iter().chain(layout.of(Kind::S3g)) {
+            for n in layout
+                .of(Kind::Datanode)
+                .into_iter()
+                .chain(layout.of(Kind::S3g))
+            {
                 let child = procs::spawn(&bins[&n.kind], &dir.join(n.name()), &[])?;
                 self.record(n.name(), child)?;
             }
