@@ -78,6 +78,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
                 this.md5.update(new);
                 this.read = this.read.saturating_add(new.len() as u64);
                 if this.read > this.max {
+                    // An error read returns no bytes (the AsyncRead contract).
+                    buf.set_filled(before);
                     this.failure = Some(Failure::TooLarge);
                     return Poll::Ready(Err(io::Error::other("object too large")));
                 }

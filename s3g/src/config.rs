@@ -21,8 +21,6 @@ config_struct! {
         /// The volume S3 buckets live in (Ozone's convention), created on
         /// first use.
         pub volume: String = "s3v".into(),
-        /// The region the gateway answers for (SigV4 scopes name it).
-        pub region: String = "us-east-1".into(),
         /// How long a looked-up secret is reused before asking the OM again:
         /// a revoked access key stops working within this time. 0s asks on
         /// every request.
@@ -60,13 +58,6 @@ impl DaemonConfig for Config {
         problems.check(crate::mapping::check_bucket_name(&s.volume).is_ok(), || {
             format!("s3g.volume {:?} is not a valid volume name", s.volume)
         });
-        problems.check(
-            !s.region.is_empty()
-                && s.region
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '-'),
-            || format!("s3g.region {:?} must be letters, digits and '-'", s.region),
-        );
         problems.check(s.max_object_size.as_u64() > 0, || {
             "s3g.max_object_size must be above 0".to_string()
         });
