@@ -44,13 +44,13 @@ fn completed(parts: &[(i32, String)]) -> CompletedMultipartUpload {
 async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     let c = Cluster::up();
     let s3 = c.user("carol");
-    s3.create_bucket().bucket("mp").send().await.unwrap();
+    s3.create_bucket().bucket("mpu").send().await.unwrap();
 
     const PART: usize = 20 << 20;
     let body = data(100 << 20, 7);
     let up = s3
         .create_multipart_upload()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .content_type("application/x-big")
         .send()
@@ -63,7 +63,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         // Part 2 is first uploaded wrong, then again: the second upload replaces it.
         if n == 2 {
             s3.upload_part()
-                .bucket("mp")
+                .bucket("mpu")
                 .key("big")
                 .upload_id(&id)
                 .part_number(n)
@@ -74,7 +74,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         }
         let r = s3
             .upload_part()
-            .bucket("mp")
+            .bucket("mpu")
             .key("big")
             .upload_id(&id)
             .part_number(n)
@@ -90,7 +90,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     }
     let listed = s3
         .list_parts()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .upload_id(&id)
         .send()
@@ -100,7 +100,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     assert_eq!(listed.parts()[1].e_tag(), Some(parts[1].1.as_str()));
     let uploads = s3
         .list_multipart_uploads()
-        .bucket("mp")
+        .bucket("mpu")
         .send()
         .await
         .unwrap();
@@ -109,7 +109,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     // The key is not there before completion.
     let e = s3
         .head_object()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .send()
         .await
@@ -121,7 +121,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     wrong[0].1 = "\"00000000000000000000000000000000\"".into();
     let e = s3
         .complete_multipart_upload()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .upload_id(&id)
         .multipart_upload(completed(&wrong))
@@ -132,7 +132,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
 
     let done = s3
         .complete_multipart_upload()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .upload_id(&id)
         .multipart_upload(completed(&parts))
@@ -147,7 +147,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     assert_eq!(done.e_tag(), Some(want_etag.as_str()));
     let got = s3
         .get_object()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .send()
         .await
@@ -161,7 +161,7 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     );
     let e = s3
         .list_parts()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .upload_id(&id)
         .send()
@@ -172,14 +172,14 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
     // Abort: the upload is gone and the bucket can be emptied and deleted.
     let up = s3
         .create_multipart_upload()
-        .bucket("mp")
+        .bucket("mpu")
         .key("gone")
         .send()
         .await
         .unwrap();
     let id2 = up.upload_id().unwrap();
     s3.upload_part()
-        .bucket("mp")
+        .bucket("mpu")
         .key("gone")
         .upload_id(id2)
         .part_number(1)
@@ -188,15 +188,15 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         .await
         .unwrap();
     s3.delete_object()
-        .bucket("mp")
+        .bucket("mpu")
         .key("big")
         .send()
         .await
         .unwrap();
-    let e = s3.delete_bucket().bucket("mp").send().await.unwrap_err();
+    let e = s3.delete_bucket().bucket("mpu").send().await.unwrap_err();
     assert_eq!(code(&e), "BucketNotEmpty");
     s3.abort_multipart_upload()
-        .bucket("mp")
+        .bucket("mpu")
         .key("gone")
         .upload_id(id2)
         .send()
@@ -204,11 +204,11 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         .unwrap();
     assert!(s3
         .list_multipart_uploads()
-        .bucket("mp")
+        .bucket("mpu")
         .send()
         .await
         .unwrap()
         .uploads()
         .is_empty());
-    s3.delete_bucket().bucket("mp").send().await.unwrap();
+    s3.delete_bucket().bucket("mpu").send().await.unwrap();
 }
