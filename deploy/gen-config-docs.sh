@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Generates the config reference docs/config/{scm,om,datanode}.md from each daemon's own
+# Generates the config reference docs/config/{scm,om,datanode,s3g}.md from each daemon's own
 # `--print-sample-config` (every key, its default and its doc comment) and `--help`, so the
 # reference says exactly what the binaries accept.
 #
@@ -136,7 +136,7 @@ EOF
 
 mkdir -p "$repo/docs/config"
 stale=()
-for d in scm om datanode; do
+for d in scm om datanode s3g; do
     out="$repo/docs/config/$d.md"
     text=$(page "$d")
     if $check; then

@@ -40,7 +40,7 @@ config_check om "$deploy/docker/config/om-incomplete.toml" 5
 echo "PASS: example configs pass --config-check"
 
 "$deploy/gen-config-docs.sh" --check --bin-dir "$bin_dir" || fail "config reference out of date"
-echo "PASS: docs/config/{scm,om,datanode}.md match --print-sample-config"
+echo "PASS: docs/config/{scm,om,datanode,s3g}.md match --print-sample-config"
 
 "$deploy/systemd/verify.sh" --bin-dir "$bin_dir" || fail "systemd units"
 

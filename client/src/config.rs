@@ -10,6 +10,7 @@
 //! cert = "/etc/rozone/tls/admin-1.crt"    # this client's certificate (role client or admin)
 //! key = "/etc/rozone/tls/admin-1.key"     # and its key (mode 0600)
 //! # insecure = true                       # or plaintext, for an insecure cluster only
+//! s3_endpoint = "http://127.0.0.1:9878"   # optional: the S3 gateway, for S3 tools
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -49,6 +50,10 @@ pub struct ClientConfig {
     /// Its private key (PEM, mode 0600).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<PathBuf>,
+    /// The S3 gateway's endpoint (`http://host:port`), for S3 tools; `rozone dev up`
+    /// writes it. The CLI itself does not use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3_endpoint: Option<String>,
 }
 
 fn default_deadline() -> Duration {
@@ -70,6 +75,7 @@ impl Default for ClientConfig {
             ca_cert: None,
             cert: None,
             key: None,
+            s3_endpoint: None,
         }
     }
 }

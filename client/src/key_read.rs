@@ -65,11 +65,34 @@ impl KeyReader<'_> {
         out: &mut W,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<()> {
+        self.read_span(k, 0..k.size, out, progress).await
+    }
+
+    /// Bytes `span` of an already looked-up key (a ranged GET). Each range is verified by
+    /// the datanode's chunk checksums; the whole key's checksum only when `span` is all of
+    /// it.
+    pub async fn read_span<W: AsyncWrite + Unpin>(
+        &self,
+        k: &Key,
+        span: std::ops::Range<u64>,
+        out: &mut W,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<()> {
+        if span.start > span.end || span.end > k.size {
+            return Err(ClientError::Invalid(format!(
+                "bytes {}..{} are not within key {} of {} bytes",
+                span.start, span.end, k.name, k.size
+            )));
+        }
+        let whole = span.start == 0 && span.end == k.size;
         let mut ranges = Vec::new();
         for (i, b) in k.blocks.iter().enumerate() {
-            let mut off = 0;
-            while off < b.length {
-                let len = self.opts.range.min(b.length - off);
+            // This block's part of the span, in block offsets.
+            let from = span.start.max(b.offset).saturating_sub(b.offset);
+            let to = span.end.min(b.offset + b.length).saturating_sub(b.offset);
+            let mut off = from;
+            while off < to {
+                let len = self.opts.range.min(to - off);
                 ranges.push((i, off, len));
                 off += len;
             }
@@ -90,11 +113,15 @@ impl KeyReader<'_> {
         out.flush()
             .await
             .map_err(|e| ClientError::io("write output", e))?;
-        if done != k.size {
+        let want_len = span.end - span.start;
+        if done != want_len {
             return Err(ClientError::Data(format!(
-                "read {done} bytes of key {}, its size is {}",
+                "read {done} bytes of key {} where {want_len} were asked for (size {})",
                 k.name, k.size
             )));
+        }
+        if !whole {
+            return Ok(());
         }
         if let Some(want) = k.checksum.strip_prefix("crc32:") {
             let got = format!("{:08x}", crc.finalize());

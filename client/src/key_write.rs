@@ -17,7 +17,7 @@ use rozone_types::codes::{dn_result, om_error as om_code, DnCode, OmErrorCode};
 
 use crate::datanode::Datanodes;
 use crate::error::{is_retryable, ClientError, Result};
-use crate::om::{Exclude, OmClient, OpenKey};
+use crate::om::{Exclude, OmClient, OpenKey, S3Commit};
 use crate::types::{AllocatedBlock, BlockId, Key};
 
 /// How keys are written.
@@ -80,6 +80,21 @@ async fn fill<R: AsyncRead + Unpin>(src: &mut R, cap: usize) -> Result<Bytes> {
     Ok(buf.freeze())
 }
 
+/// A key written to blocks but not committed yet (see [`KeyWriter::write`]).
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub open: OpenKey,
+    /// In key order: (block, bytes written to it).
+    pub blocks: Vec<(BlockId, u64)>,
+    pub checksum: String,
+}
+
+impl Written {
+    pub fn size(&self) -> u64 {
+        self.blocks.iter().map(|(_, l)| l).sum()
+    }
+}
+
 /// The writer of keys.
 pub struct KeyWriter<'a> {
     pub om: &'a OmClient,
@@ -96,9 +111,25 @@ impl KeyWriter<'_> {
         bucket: &str,
         key: &str,
         size: Option<u64>,
-        mut src: R,
+        src: R,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<Key> {
+        let w = self.write(volume, bucket, key, size, src, progress).await?;
+        self.commit(&w, None).await
+    }
+
+    /// The first half of [`Self::put`]: opens the key and writes every byte of `src` to
+    /// blocks, without committing (the S3 gateway commits with its metadata and condition
+    /// once it knows the ETag of what it read).
+    pub async fn write<R: AsyncRead + Unpin>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        size: Option<u64>,
+        mut src: R,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<Written> {
         let mut exclude = Exclude::default();
         let open = self
             .om
@@ -161,19 +192,19 @@ impl KeyWriter<'_> {
                 break;
             }
         }
-        let checksum = format!("crc32:{:08x}", crc.finalize());
-        self.commit(&open, &written, &checksum).await
+        Ok(Written {
+            checksum: format!("crc32:{:08x}", crc.finalize()),
+            open,
+            blocks: written,
+        })
     }
 
-    /// Commits; if the answer was lost and a retry finds the open key gone, the first
-    /// commit may have landed: the key is then looked up and accepted if it is ours.
-    async fn commit(
-        &self,
-        open: &OpenKey,
-        written: &[(BlockId, u64)],
-        checksum: &str,
-    ) -> Result<Key> {
-        match self.om.commit_key(open, written, checksum).await {
+    /// Commits what [`Self::write`] wrote, with S3 metadata and a condition when given; if
+    /// the answer was lost and a retry finds the open key gone, the first commit may have
+    /// landed: the key is then looked up and accepted if it is ours.
+    pub async fn commit(&self, w: &Written, s3: Option<S3Commit<'_>>) -> Result<Key> {
+        let (open, written, checksum) = (&w.open, &w.blocks[..], w.checksum.as_str());
+        match self.om.commit_key_with(open, written, checksum, s3).await {
             Ok(k) => Ok(k),
             Err(e) if om_error(&e) == Some(OmErrorCode::OpenKeyNotFound) => {
                 let k = self

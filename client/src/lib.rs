@@ -8,6 +8,7 @@
 //!   become the domain types of [`types`] at this edge.
 //! - [`key_write`] / [`key_read`]: key put (open → blocks to pipelines → commit, moving to
 //!   a new block when a pipeline fails) and get (any replica, checksums verified).
+//! - [`s3`]: S3 credentials kept by the OM.
 //! - [`ClientConfig`]: where the cluster is (`client.toml`).
 //!
 //! Light on purpose: only gRPC (`rozone-proto`, `rozone-rpc`) and the shared
@@ -20,6 +21,7 @@ pub mod error;
 pub mod key_read;
 pub mod key_write;
 pub mod om;
+pub mod s3;
 pub mod scm;
 pub mod types;
 

@@ -9,7 +9,7 @@ use tonic::transport::Channel;
 
 use crate::error::{ClientError, Result};
 use crate::failover::Ring;
-use crate::types::{short_enum, AllocatedBlock, BlockId, Bucket, Key, Volume};
+use crate::types::{short_enum, AllocatedBlock, BlockId, Bucket, Key, S3Meta, Volume};
 
 /// How a read may be served (see DESIGN.md, OM read consistency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,6 +54,22 @@ pub struct OpenKey {
     pub key: String,
     pub client_id: u64,
     pub blocks: Vec<AllocatedBlock>,
+}
+
+/// A compare-and-set at commit (S3 conditional writes), decided by the OM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum S3Condition {
+    /// Only if no key has the name (`If-None-Match: *`).
+    IfNoneMatchAny,
+    /// Only if the key exists with this ETag (`If-Match`).
+    IfMatch(String),
+}
+
+/// What an S3 gateway commit carries beside the blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct S3Commit<'a> {
+    pub meta: &'a S3Meta,
+    pub condition: Option<&'a S3Condition>,
 }
 
 /// What to avoid when allocating a block (the writer failed there).
@@ -360,6 +376,18 @@ impl OmClient {
         blocks: &[(BlockId, u64)],
         checksum: &str,
     ) -> Result<Key> {
+        self.commit_key_with(open, blocks, checksum, None).await
+    }
+
+    /// [`Self::commit_key`], keeping S3 metadata with the key and, when `s3` has a
+    /// condition, only if it holds (refused with `PreconditionFailed` otherwise).
+    pub async fn commit_key_with(
+        &self,
+        open: &OpenKey,
+        blocks: &[(BlockId, u64)],
+        checksum: &str,
+        s3: Option<S3Commit<'_>>,
+    ) -> Result<Key> {
         let size = blocks.iter().map(|(_, l)| l).sum();
         let r = leader_call!(
             self,
@@ -379,6 +407,17 @@ impl OmClient {
                     .collect(),
                 size,
                 checksum: checksum.into(),
+                s3: s3.map(|c| c.meta.into()),
+                condition: s3.and_then(|c| c.condition).map(|c| match c {
+                    S3Condition::IfNoneMatchAny => pb::S3Condition {
+                        if_none_match_any: true,
+                        if_match: String::new(),
+                    },
+                    S3Condition::IfMatch(e) => pb::S3Condition {
+                        if_none_match_any: false,
+                        if_match: e.clone(),
+                    },
+                }),
             }
         )?;
         r.key

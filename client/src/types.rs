@@ -183,6 +183,39 @@ pub struct Key {
     pub created_ms: u64,
     pub modified_ms: u64,
     pub blocks: Vec<KeyBlock>,
+    /// What the S3 gateway kept with the key (absent for keys written otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Meta>,
+}
+
+/// A key's S3 metadata: ETag (without quotes), Content-Type, user metadata (sorted).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct S3Meta {
+    pub etag: String,
+    pub content_type: String,
+    pub metadata: Vec<(String, String)>,
+}
+
+impl From<pb_om::S3Meta> for S3Meta {
+    fn from(m: pb_om::S3Meta) -> Self {
+        let mut metadata: Vec<(String, String)> = m.metadata.into_iter().collect();
+        metadata.sort();
+        Self {
+            etag: m.etag,
+            content_type: m.content_type,
+            metadata,
+        }
+    }
+}
+
+impl From<&S3Meta> for pb_om::S3Meta {
+    fn from(m: &S3Meta) -> Self {
+        Self {
+            etag: m.etag.clone(),
+            content_type: m.content_type.clone(),
+            metadata: m.metadata.iter().cloned().collect(),
+        }
+    }
 }
 
 impl TryFrom<pb_om::KeyInfo> for Key {
@@ -238,6 +271,7 @@ impl TryFrom<pb_om::KeyInfo> for Key {
             created_ms: k.created_ms,
             modified_ms: k.modified_ms,
             blocks,
+            s3: k.s3.map(Into::into),
         })
     }
 }

@@ -8,7 +8,7 @@ use rozone_proto::scm as spb;
 use crate::error::OmError;
 use crate::state::types::{
     AllocatedBlock, BlockId, Bucket, Datanode, Key, KeyBlock, OpenKey, PipelineRef, Replication,
-    Volume,
+    S3Meta, Volume,
 };
 
 /// A block id from a client or the SCM (`field` names it in errors): present, with both
@@ -151,6 +151,17 @@ impl From<&Key> for pb::KeyInfo {
             version: k.version,
             created_ms: k.created_ms,
             modified_ms: k.modified_ms,
+            s3: None,
+        }
+    }
+}
+
+impl From<&S3Meta> for pb::S3Meta {
+    fn from(m: &S3Meta) -> Self {
+        Self {
+            etag: m.etag.clone(),
+            content_type: m.content_type.clone(),
+            metadata: m.metadata.iter().cloned().collect(),
         }
     }
 }

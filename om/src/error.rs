@@ -64,6 +64,11 @@ fn refusal_status(r: &Refusal) -> Status {
         Refusal::InvalidBlockList { .. } => (Code::InvalidArgument, C::InvalidBlockList),
         Refusal::QuotaExceeded { .. } => (Code::FailedPrecondition, C::QuotaExceeded),
         Refusal::TooManyBlocks { .. } => (Code::ResourceExhausted, C::RequestTooLarge),
+        Refusal::PreconditionFailed { .. } => (Code::FailedPrecondition, C::PreconditionFailed),
+        Refusal::S3SecretNotFound { .. } => (Code::NotFound, C::S3SecretNotFound),
+        Refusal::NoSuchUpload { .. } => (Code::NotFound, C::NoSuchUpload),
+        Refusal::InvalidPart { .. } => (Code::InvalidArgument, C::InvalidPart),
+        Refusal::PartTooSmall { .. } => (Code::InvalidArgument, C::EntityTooSmall),
     };
     with_code(Status::new(code, msg), c)
 }

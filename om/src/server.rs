@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rozone_proto::om::om_admin_server::OmAdminServer;
+use rozone_proto::om::om_s3_server::OmS3Server;
 use rozone_proto::om::om_service_server::OmServiceServer;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
 use rozone_rpc::Role;
@@ -18,7 +19,7 @@ use tracing::info;
 
 use crate::config::Config;
 use crate::node::OmNode;
-use crate::service::{admin::AdminService, ring::OmRingHooks, OmServiceImpl};
+use crate::service::{admin::AdminService, ring::OmRingHooks, s3::S3Service, OmServiceImpl};
 use crate::state::OmLogic;
 
 /// Raft group id of the OM ring.
@@ -107,7 +108,8 @@ impl OmServer {
                     Arc::new(OmRingHooks { node: node.clone() }),
                 )
                 .server(),
-            );
+            )
+            .add_service(OmS3Server::new(S3Service { node: node.clone() }));
         let mut tasks = vec![
             rozone_raft::server::spawn_router(
                 "peer",

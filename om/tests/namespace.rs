@@ -88,6 +88,8 @@ async fn volumes_buckets_keys_write_protocol_and_paging() {
             blocks: blocks.clone(),
             size,
             checksum: "crc32c:00".into(),
+            s3: None,
+            condition: None,
         })
         .await
         .unwrap()
@@ -110,6 +112,8 @@ async fn volumes_buckets_keys_write_protocol_and_paging() {
             blocks,
             size,
             checksum: String::new(),
+            s3: None,
+            condition: None,
         })
         .await
         .unwrap_err();
@@ -418,6 +422,8 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
         blocks,
         size,
         checksum: String::new(),
+        s3: None,
+        condition: None,
     };
     let e = c
         .commit_key(commit(
@@ -598,6 +604,8 @@ async fn expired_open_keys_and_replaced_blocks_are_cleaned_up_by_the_leader() {
             }],
             size: 1,
             checksum: String::new(),
+            s3: None,
+            condition: None,
         })
         .await
         .unwrap_err();

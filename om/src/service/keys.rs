@@ -18,7 +18,7 @@ const MAX_EXCLUDES: usize = 1000;
 /// Longest checksum string.
 const MAX_CHECKSUM: usize = 256;
 
-fn key_args(volume: &str, bucket: &str, key: &str) -> Result<(), OmError> {
+pub(super) fn key_args(volume: &str, bucket: &str, key: &str) -> Result<(), OmError> {
     name("volume", volume)?;
     name("bucket", bucket)?;
     check_key_name(key).map_err(OmError::InvalidName)
@@ -210,24 +210,38 @@ pub async fn commit_key(
             ))
         })
         .collect::<Result<Vec<_>, OmError>>()?;
-    match n
-        .propose(OmRequest::CommitKey {
-            id: OpenKeyId {
-                volume: r.volume,
-                bucket: r.bucket,
-                key: r.key,
-                client_id: r.client_id,
-            },
+    let id = OpenKeyId {
+        volume: r.volume,
+        bucket: r.bucket,
+        key: r.key,
+        client_id: r.client_id,
+    };
+    let s3 = super::s3::commit_args(r.s3, r.condition)?;
+    let req = match s3 {
+        None => OmRequest::CommitKey {
+            id,
             blocks,
             size: r.size,
             checksum: r.checksum,
             now_ms: now_ms(),
-        })
-        .await?
-    {
-        OmResponse::KeyCommitted(k) => Ok(pb::CommitKeyReply {
-            key: Some((&k).into()),
-        }),
+        },
+        Some((meta, condition)) => OmRequest::S3CommitKey {
+            id,
+            blocks,
+            size: r.size,
+            checksum: r.checksum,
+            now_ms: now_ms(),
+            meta,
+            condition,
+        },
+    };
+    match n.propose(req).await? {
+        OmResponse::KeyCommitted(k) => {
+            let db = n.group.db();
+            Ok(pb::CommitKeyReply {
+                key: Some(super::s3::key_info(&db, &k)?),
+            })
+        }
         other => Err(unexpected(other)),
     }
 }
@@ -247,7 +261,7 @@ pub async fn lookup_key(
         .into());
     };
     Ok(pb::LookupKeyReply {
-        key: Some((&k).into()),
+        key: Some(super::s3::key_info(&db, &k)?),
         read_info: Some(info),
     })
 }
@@ -269,7 +283,10 @@ pub async fn list_keys(n: &OmNode, r: pb::ListKeysRequest) -> Result<pb::ListKey
         page(r.limit),
     )?;
     Ok(pb::ListKeysReply {
-        keys: ks.iter().map(Into::into).collect(),
+        keys: ks
+            .iter()
+            .map(|k| super::s3::key_info(&db, k))
+            .collect::<Result<_, _>>()?,
         truncated,
         read_info: Some(info),
     })

@@ -1,13 +1,15 @@
 //! The gRPC services on the OM client port: `OmService` (namespace and keys), `OmAdmin`
-//! (roles, leader transfer, decommission) and the OM's hooks of the shared `Ring` service
-//! (what a bootstrapping OM asks; `rozone_raft::ring`).
+//! (roles, leader transfer, decommission), the OM's hooks of the shared `Ring` service
+//! (what a bootstrapping OM asks; `rozone_raft::ring`) and `OmS3` (S3 credentials).
 //! Each handler converts its request at the edge and maps errors through the one
 //! `From<OmError> for Status`.
 
 pub mod admin;
 pub mod keys;
+pub mod multipart;
 pub mod namespace;
 pub mod ring;
+pub mod s3;
 
 use std::sync::Arc;
 

@@ -27,14 +27,49 @@ pub const CF_OPEN_KEYS: &str = "open_keys";
 /// Blocks to delete: log index (big-endian) → [`types::DeletedBlocks`].
 pub const CF_DELETED_BLOCKS: &str = "deleted_blocks";
 
+/// S3 metadata of keys committed by the gateway: `volume/bucket/key` → [`types::S3Meta`].
+pub const CF_S3_META: &str = "s3_meta";
+/// S3 credentials: access key id → [`types::S3Secret`].
+pub const CF_S3_SECRETS: &str = "s3_secrets";
+
+/// Multipart uploads: `volume/bucket/key` NUL upload id → [`types::S3Upload`].
+pub const CF_S3_UPLOADS: &str = "s3_uploads";
+/// Their parts: the upload's row key, NUL, part number (big-endian) → [`types::S3Part`].
+pub const CF_S3_PARTS: &str = "s3_parts";
+
 /// Every column family of the OM state.
-pub const COLUMN_FAMILIES: [&str; 5] = [
+pub const COLUMN_FAMILIES: [&str; 9] = [
     CF_VOLUMES,
     CF_BUCKETS,
     CF_KEYS,
     CF_OPEN_KEYS,
     CF_DELETED_BLOCKS,
+    CF_S3_META,
+    CF_S3_SECRETS,
+    CF_S3_UPLOADS,
+    CF_S3_PARTS,
 ];
+
+/// Row key of a multipart upload.
+pub fn upload_key(u: &types::UploadId) -> Vec<u8> {
+    let mut k = open_key_prefix(&u.volume, &u.bucket, &u.key);
+    k.extend_from_slice(u.upload_id.as_bytes());
+    k
+}
+
+/// Prefix of every part row of an upload.
+pub fn parts_prefix(u: &types::UploadId) -> Vec<u8> {
+    let mut k = upload_key(u);
+    k.push(0);
+    k
+}
+
+/// Row key of one part.
+pub fn part_key(u: &types::UploadId, part_number: u32) -> Vec<u8> {
+    let mut k = parts_prefix(u);
+    k.extend_from_slice(&part_number.to_be_bytes());
+    k
+}
 
 /// Row key of a bucket.
 pub fn bucket_key(volume: &str, bucket: &str) -> Vec<u8> {

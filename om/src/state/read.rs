@@ -11,7 +11,10 @@ use rozone_raft::rows::decode_row;
 use rozone_raft::Rows;
 use serde::de::DeserializeOwned;
 
-use super::types::{Bucket, DeletedBlocks, Key, OpenKey, OpenKeyId, Volume};
+use super::types::{
+    Bucket, DeletedBlocks, Key, OpenKey, OpenKeyId, S3Meta, S3Part, S3Secret, S3Upload, UploadId,
+    Volume,
+};
 use super::*;
 
 /// Rows under `base` whose name (the rest of the row key) starts with `prefix` and sorts
@@ -59,6 +62,81 @@ pub fn bucket(db: &DB, volume: &str, name: &str) -> io::Result<Option<Bucket>> {
 
 pub fn key(db: &DB, volume: &str, bucket: &str, name: &str) -> io::Result<Option<Key>> {
     db.get_row(CF_KEYS, &key_key(volume, bucket, name))
+}
+
+/// The S3 metadata of a key committed through the gateway.
+pub fn s3_meta(db: &DB, volume: &str, bucket: &str, name: &str) -> io::Result<Option<S3Meta>> {
+    db.get_row(CF_S3_META, &key_key(volume, bucket, name))
+}
+
+pub fn s3_secret(db: &DB, access_id: &str) -> io::Result<Option<S3Secret>> {
+    db.get_row(CF_S3_SECRETS, access_id.as_bytes())
+}
+
+pub fn s3_upload(db: &DB, u: &UploadId) -> io::Result<Option<S3Upload>> {
+    db.get_row(CF_S3_UPLOADS, &upload_key(u))
+}
+
+/// Rows of `cf_name` under `prefix` after `after` (whole row keys), at most `limit`, and
+/// whether more follow.
+fn scan_rows<T: DeserializeOwned>(
+    db: &DB,
+    cf_name: &str,
+    prefix: &[u8],
+    after: &[u8],
+    limit: usize,
+) -> io::Result<(Vec<T>, bool)> {
+    let seek = if after > prefix { after } else { prefix };
+    let mut out = Vec::new();
+    let it = db.iterator_cf(
+        cf(db, cf_name)?,
+        IteratorMode::From(seek, Direction::Forward),
+    );
+    for item in it {
+        let (k, v) = item.map_err(io::Error::other)?;
+        if !k.starts_with(prefix) {
+            break;
+        }
+        if &k[..] <= after {
+            continue;
+        }
+        if out.len() == limit {
+            return Ok((out, true));
+        }
+        out.push(decode_row(cf_name, &k, &v)?);
+    }
+    Ok((out, false))
+}
+
+/// Parts of an upload after part `after`, at most `limit`.
+pub fn s3_parts(
+    db: &DB,
+    u: &UploadId,
+    after: u32,
+    limit: usize,
+) -> io::Result<(Vec<S3Part>, bool)> {
+    let from = if after == 0 {
+        Vec::new()
+    } else {
+        part_key(u, after)
+    };
+    scan_rows(db, CF_S3_PARTS, &parts_prefix(u), &from, limit)
+}
+
+/// Uploads of a bucket whose key starts with `prefix`, after (`key`, `upload_id`), at most
+/// `limit`.
+pub fn s3_uploads(
+    db: &DB,
+    volume: &str,
+    bucket: &str,
+    prefix: &str,
+    after: Option<&UploadId>,
+    limit: usize,
+) -> io::Result<(Vec<S3Upload>, bool)> {
+    let mut p = keys_prefix(volume, bucket);
+    p.extend_from_slice(prefix.as_bytes());
+    let from = after.map(upload_key).unwrap_or_default();
+    scan_rows(db, CF_S3_UPLOADS, &p, &from, limit)
 }
 
 pub fn open_key(db: &DB, id: &OpenKeyId) -> io::Result<Option<OpenKey>> {

@@ -7,7 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::types::{AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, Volume};
+use super::types::{
+    AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, S3Condition, S3Meta,
+    S3Part, S3Secret, S3Upload, UploadId, Volume,
+};
 
 /// A command of the OM state machine, replicated in the sealed envelope
 /// (`rozone_raft::envelope`). **Append-only**: a new command is a new variant at the end;
@@ -76,6 +79,56 @@ pub enum OmRequest {
     ExpireOpenKeys { ids: Vec<OpenKeyId>, now_ms: u64 },
     /// Drops deleted-block rows the SCM has taken over.
     PurgeDeletedBlocks { ids: Vec<u64> },
+    /// `CommitKey` through the S3 gateway: the key's S3 metadata is kept beside it, and
+    /// `condition` (when set) must hold on the current key or the commit is refused and
+    /// the open key dropped (its blocks to deletion).
+    S3CommitKey {
+        id: OpenKeyId,
+        blocks: Vec<(BlockId, u64)>,
+        size: u64,
+        checksum: String,
+        now_ms: u64,
+        meta: S3Meta,
+        condition: Option<S3Condition>,
+    },
+    /// Stores `secret` for `access_id` unless it already has one (then the stored one is
+    /// the answer): the leader draws the secret, every member keeps the first.
+    S3SetSecret {
+        access_id: String,
+        user: String,
+        secret: String,
+        now_ms: u64,
+    },
+    /// Removes an access id; refused when it has no secret.
+    S3RevokeSecret { access_id: String },
+    /// Starts a multipart upload (the leader draws the upload id); refused without the
+    /// bucket.
+    S3CreateUpload { upload: S3Upload },
+    /// Moves an open key's blocks into part `part_number` of an upload (replacing an
+    /// earlier upload of that part, whose blocks go to deletion).
+    S3CommitPart {
+        upload: UploadId,
+        part_number: u32,
+        id: OpenKeyId,
+        blocks: Vec<(BlockId, u64)>,
+        size: u64,
+        etag: String,
+        now_ms: u64,
+    },
+    /// Completes an upload atomically: the listed parts (ascending, with their ETags)
+    /// become the key, committed like an open key's blocks with the upload's metadata and
+    /// `etag`; parts not listed go to deletion; the upload is gone. Parts but the last must
+    /// hold at least `min_part_size` bytes.
+    S3CompleteUpload {
+        upload: UploadId,
+        parts: Vec<(u32, String)>,
+        etag: String,
+        min_part_size: u64,
+        now_ms: u64,
+        condition: Option<S3Condition>,
+    },
+    /// Drops an upload and its parts' blocks.
+    S3AbortUpload { upload: UploadId },
 }
 
 /// A refusal: the same on every member, reported to the client.
@@ -118,6 +171,21 @@ pub enum Refusal {
     },
     #[error("too many blocks for {path}: {count} > {max}")]
     TooManyBlocks { path: String, count: u64, max: u64 },
+    #[error("precondition failed for {path}: {reason}")]
+    PreconditionFailed { path: String, reason: String },
+    #[error("no S3 secret for access key id {access_id}")]
+    S3SecretNotFound { access_id: String },
+    #[error("no multipart upload {upload_id} of {path}")]
+    NoSuchUpload { path: String, upload_id: String },
+    #[error("invalid part list for {path}: {reason}")]
+    InvalidPart { path: String, reason: String },
+    #[error("part {part} of {path} has {size} bytes, less than the minimum {min} of a part that is not the last")]
+    PartTooSmall {
+        path: String,
+        part: u32,
+        size: u64,
+        min: u64,
+    },
 }
 
 /// The outcome of an [`OmRequest`].
@@ -135,6 +203,11 @@ pub enum OmResponse {
     OpenKeysExpired { count: u64 },
     DeletedBlocksPurged { count: u64 },
     Refused(Refusal),
+    S3Secret(S3Secret),
+    S3SecretRevoked,
+    S3UploadCreated(S3Upload),
+    S3PartCommitted(S3Part),
+    S3UploadAborted,
 }
 
 #[cfg(test)]

@@ -19,6 +19,13 @@ fn name(r: &OmRequest) -> &'static str {
         OmRequest::RenameKey { .. } => "RenameKey",
         OmRequest::ExpireOpenKeys { .. } => "ExpireOpenKeys",
         OmRequest::PurgeDeletedBlocks { .. } => "PurgeDeletedBlocks",
+        OmRequest::S3CommitKey { .. } => "S3CommitKey",
+        OmRequest::S3SetSecret { .. } => "S3SetSecret",
+        OmRequest::S3RevokeSecret { .. } => "S3RevokeSecret",
+        OmRequest::S3CreateUpload { .. } => "S3CreateUpload",
+        OmRequest::S3CommitPart { .. } => "S3CommitPart",
+        OmRequest::S3CompleteUpload { .. } => "S3CompleteUpload",
+        OmRequest::S3AbortUpload { .. } => "S3AbortUpload",
     }
 }
 
@@ -28,6 +35,15 @@ fn id() -> OpenKeyId {
         bucket: "b".into(),
         key: "k/1".into(),
         client_id: 77,
+    }
+}
+
+fn upload() -> crate::state::types::UploadId {
+    crate::state::types::UploadId {
+        volume: "vol".into(),
+        bucket: "b".into(),
+        key: "k/1".into(),
+        upload_id: "0a1b".into(),
     }
 }
 
@@ -110,6 +126,57 @@ fn samples() -> Vec<OmRequest> {
         OmRequest::PurgeDeletedBlocks {
             ids: vec![1, 2, 300],
         },
+        OmRequest::S3CommitKey {
+            id: id(),
+            blocks: vec![(BlockId::new(3, 41), 1024)],
+            size: 1024,
+            checksum: "crc32:1234".into(),
+            now_ms: 12,
+            meta: crate::state::types::S3Meta {
+                etag: "0cc175b9c0f1b6a831c399e269772661".into(),
+                content_type: "text/plain".into(),
+                metadata: vec![("color".into(), "blue".into())],
+            },
+            condition: Some(crate::state::types::S3Condition::IfMatch("e1".into())),
+        },
+        OmRequest::S3SetSecret {
+            access_id: "alice".into(),
+            user: "alice".into(),
+            secret: "c2VjcmV0".into(),
+            now_ms: 13,
+        },
+        OmRequest::S3RevokeSecret {
+            access_id: "alice".into(),
+        },
+        OmRequest::S3CreateUpload {
+            upload: crate::state::types::S3Upload {
+                volume: "vol".into(),
+                bucket: "b".into(),
+                key: "k/1".into(),
+                upload_id: "0a1b".into(),
+                created_ms: 14,
+                content_type: "text/plain".into(),
+                metadata: vec![("m".into(), "v".into())],
+            },
+        },
+        OmRequest::S3CommitPart {
+            upload: upload(),
+            part_number: 3,
+            id: id(),
+            blocks: vec![(BlockId::new(3, 41), 1024)],
+            size: 1024,
+            etag: "e3".into(),
+            now_ms: 15,
+        },
+        OmRequest::S3CompleteUpload {
+            upload: upload(),
+            parts: vec![(1, "e1".into()), (3, "e3".into())],
+            etag: "abc-2".into(),
+            min_part_size: 5 << 20,
+            now_ms: 16,
+            condition: Some(crate::state::types::S3Condition::IfNoneMatchAny),
+        },
+        OmRequest::S3AbortUpload { upload: upload() },
     ]
 }
 

@@ -139,3 +139,70 @@ pub struct DeletedBlocks {
     /// Why (for logs): "delete vol/bucket/key", "expired open key ...".
     pub reason: String,
 }
+
+/// What S3 keeps beside a key committed through the gateway (row of `CF_S3_META`, named
+/// like the key): kept apart from [`Key`] so the key rows keep their stored layout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Meta {
+    /// Without quotes: MD5 hex (single part) or `md5-of-part-md5s-N` (multipart).
+    pub etag: String,
+    pub content_type: String,
+    /// User metadata (`x-amz-meta-*`), names lower-case without the prefix, sorted.
+    pub metadata: Vec<(String, String)>,
+}
+
+/// A compare-and-set at commit (S3 conditional writes), decided in the state machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum S3Condition {
+    /// `If-None-Match: *`: only if no key has the name.
+    IfNoneMatchAny,
+    /// `If-Match: <etag>`: only if the key exists with this ETag.
+    IfMatch(String),
+}
+
+/// An S3 access key id and its secret (row of `CF_S3_SECRETS`, by access id).
+///
+/// The secret is stored as it is: SigV4 verification needs the secret itself (every
+/// signature is an HMAC keyed by it), so a hash could not verify anything. The OM's DB
+/// and its snapshots are therefore secret material (docs/security.md, "S3 credentials").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Secret {
+    pub access_id: String,
+    pub user: String,
+    pub secret: String,
+    pub created_ms: u64,
+}
+
+/// A multipart upload in progress (row of `CF_S3_UPLOADS`): what the completed key will
+/// carry besides its parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Upload {
+    pub volume: String,
+    pub bucket: String,
+    pub key: String,
+    pub upload_id: String,
+    pub created_ms: u64,
+    pub content_type: String,
+    pub metadata: Vec<(String, String)>,
+}
+
+/// One uploaded part (row of `CF_S3_PARTS`): its blocks as allocated (so completing the
+/// upload can commit them like an open key's) with the bytes written to each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct S3Part {
+    pub part_number: u32,
+    /// MD5 hex of the part's bytes.
+    pub etag: String,
+    pub size: u64,
+    pub blocks: Vec<(AllocatedBlock, u64)>,
+    pub modified_ms: u64,
+}
+
+/// Names one multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UploadId {
+    pub volume: String,
+    pub bucket: String,
+    pub key: String,
+    pub upload_id: String,
+}

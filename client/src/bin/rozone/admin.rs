@@ -41,6 +41,9 @@ pub enum AdminCommand {
     /// Certificates of the cluster's processes (local files).
     #[command(subcommand)]
     Cert(crate::certs::CertCommand),
+    /// S3 credentials.
+    #[command(subcommand)]
+    S3(crate::s3::S3AdminCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,6 +151,7 @@ pub async fn run(
     let client = cluster.client()?;
     match cmd {
         AdminCommand::Om(c) => om(&client.om, as_json, c).await?,
+        AdminCommand::S3(c) => crate::s3::admin(&client, c).await?,
         AdminCommand::Scm(c) => scm_ring(client.scm()?, as_json, c).await?,
         AdminCommand::Container(c) => container(client.scm()?, as_json, c).await?,
         AdminCommand::Datanode(DatanodeCommand::List) => {

@@ -3,6 +3,7 @@
 //! - `rozone sh volume|bucket|key ...`: the namespace and key data;
 //! - `rozone admin ...`: SCM/OM roles, containers, datanodes, pipelines, safe mode;
 //! - `rozone dev up|down`: a local HA cluster of the real daemons;
+//! - `rozone s3 getsecret`: S3 credentials for the gateway;
 //! - `rozone bench ...`: load generators.
 //!
 //! Every failure ends as one line on stderr (`rozone: ...`) and exit code 1.
@@ -14,6 +15,7 @@ mod cluster;
 mod dev;
 mod output;
 mod progress;
+mod s3;
 mod sh;
 
 use std::process::ExitCode;
@@ -49,6 +51,9 @@ pub enum Command {
     /// Load generators.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// S3 credentials for the S3 gateway.
+    #[command(subcommand)]
+    S3(s3::S3Command),
 }
 
 fn main() -> ExitCode {
@@ -83,6 +88,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Admin(c) => admin::run(&cli.cluster, cli.json, c).await,
         Command::Dev(c) => dev::run(cli.json, c).await,
         Command::Bench(c) => bench::run(&cli.cluster, cli.json, c).await,
+        Command::S3(c) => s3::run(&cli.cluster, cli.json, c).await,
     }
 }
 

@@ -124,7 +124,7 @@ pub(super) fn commit(
 
 /// Checks a commit's block list against the open key's allocation; returns the key's
 /// blocks with offsets and pipelines.
-fn check_blocks(
+pub(super) fn check_blocks(
     open: &OpenKey,
     blocks: &[(BlockId, u64)],
     size: u64,

@@ -12,7 +12,9 @@ mod bucket;
 mod commit;
 mod deleted;
 mod key;
+mod multipart;
 mod open_key;
+mod s3;
 mod shared;
 #[cfg(test)]
 mod testkit;
@@ -111,21 +113,92 @@ impl StateMachineLogic for OmLogic {
                 size,
                 checksum,
                 now_ms,
-            } => commit::commit(txn, index, id, blocks, size, checksum, now_ms),
+            } => {
+                let (v, b, k) = (id.volume.clone(), id.bucket.clone(), id.key.clone());
+                let out = commit::commit(txn, index, id, blocks, size, checksum, now_ms)?;
+                s3::follow_key(txn, &out, &v, &b, &k, None)?;
+                Ok(out)
+            }
             OmRequest::DeleteKey {
                 volume,
                 bucket,
                 key,
-            } => key::delete(txn, index, volume, bucket, key),
+            } => {
+                let (v, b, k) = (volume.clone(), bucket.clone(), key.clone());
+                let out = key::delete(txn, index, volume, bucket, key)?;
+                s3::follow_key(txn, &out, &v, &b, &k, None)?;
+                Ok(out)
+            }
             OmRequest::RenameKey {
                 volume,
                 bucket,
                 from,
                 to,
                 now_ms,
-            } => key::rename(txn, volume, bucket, from, to, now_ms),
+            } => {
+                let (v, b, f, t) = (volume.clone(), bucket.clone(), from.clone(), to.clone());
+                let out = key::rename(txn, volume, bucket, from, to, now_ms)?;
+                s3::follow_key(txn, &out, &v, &b, &f, Some(&t))?;
+                Ok(out)
+            }
             OmRequest::ExpireOpenKeys { ids, now_ms } => open_key::expire(txn, index, ids, now_ms),
             OmRequest::PurgeDeletedBlocks { ids } => deleted::purge(txn, ids),
+            OmRequest::S3CommitKey {
+                id,
+                blocks,
+                size,
+                checksum,
+                now_ms,
+                meta,
+                condition,
+            } => s3::commit_key(
+                txn, index, id, blocks, size, checksum, now_ms, meta, condition,
+            ),
+            OmRequest::S3SetSecret {
+                access_id,
+                user,
+                secret,
+                now_ms,
+            } => s3::set_secret(txn, access_id, user, secret, now_ms),
+            OmRequest::S3RevokeSecret { access_id } => s3::revoke_secret(txn, access_id),
+            OmRequest::S3CreateUpload { upload } => multipart::create(txn, upload),
+            OmRequest::S3CommitPart {
+                upload,
+                part_number,
+                id,
+                blocks,
+                size,
+                etag,
+                now_ms,
+            } => multipart::commit_part(
+                txn,
+                index,
+                upload,
+                part_number,
+                id,
+                blocks,
+                size,
+                etag,
+                now_ms,
+            ),
+            OmRequest::S3CompleteUpload {
+                upload,
+                parts,
+                etag,
+                min_part_size,
+                now_ms,
+                condition,
+            } => multipart::complete(
+                txn,
+                index,
+                upload,
+                parts,
+                etag,
+                min_part_size,
+                now_ms,
+                condition,
+            ),
+            OmRequest::S3AbortUpload { upload } => multipart::abort(txn, index, upload),
         }
     }
 }

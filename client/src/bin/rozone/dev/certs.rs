@@ -21,6 +21,7 @@ fn role(kind: Kind) -> Role {
         Kind::Scm => Role::Scm,
         Kind::Om => Role::Om,
         Kind::Datanode => Role::Datanode,
+        Kind::S3g => Role::S3g,
     }
 }
 

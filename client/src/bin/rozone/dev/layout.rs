@@ -16,6 +16,8 @@ pub enum Kind {
     Scm,
     Om,
     Datanode,
+    /// The S3 gateway (stateless; started after the cluster is ready).
+    S3g,
 }
 
 impl Kind {
@@ -24,6 +26,7 @@ impl Kind {
             Kind::Scm => "rozone-scm",
             Kind::Om => "rozone-om",
             Kind::Datanode => "rozone-datanode",
+            Kind::S3g => "rozone-s3g",
         }
     }
     fn prefix(self) -> &'static str {
@@ -31,6 +34,7 @@ impl Kind {
             Kind::Scm => "scm",
             Kind::Om => "om",
             Kind::Datanode => "dn",
+            Kind::S3g => "s3g",
         }
     }
 }
@@ -96,7 +100,40 @@ impl Layout {
                 });
             }
         }
-        Ok(Self { nodes })
+        let mut l = Self { nodes };
+        l.add_gateway_with(&mut port)?;
+        Ok(l)
+    }
+
+    /// Adds one S3 gateway (its S3 port as `client`) unless the layout has one: layouts
+    /// written before the gateway existed get one on their next start. True if added.
+    pub fn add_gateway(&mut self) -> anyhow::Result<bool> {
+        let mut held = Vec::new();
+        let mut port = || -> anyhow::Result<u16> {
+            let l = TcpListener::bind("127.0.0.1:0").context("find a free port")?;
+            let p = l.local_addr()?.port();
+            held.push(l);
+            Ok(p)
+        };
+        self.add_gateway_with(&mut port)
+    }
+
+    fn add_gateway_with(
+        &mut self,
+        port: &mut dyn FnMut() -> anyhow::Result<u16>,
+    ) -> anyhow::Result<bool> {
+        if !self.of(Kind::S3g).is_empty() {
+            return Ok(false);
+        }
+        self.nodes.push(Node {
+            kind: Kind::S3g,
+            id: 1,
+            client: port()?,
+            peer: 0,
+            extra: 0,
+            http: port()?,
+        });
+        Ok(true)
     }
 
     pub fn of(&self, kind: Kind) -> Vec<&Node> {
@@ -162,38 +199,56 @@ fn toml_list(v: &[String]) -> String {
 /// node's kind (`[scm]`, `[om]`, `[datanode]`) that its binary knows.
 pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra: &str) -> String {
     let data = node_dir.join("data");
-    let head = format!(
-        "[node]\nid = {}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{}\"\n{RAFT}",
-        node.id,
-        data.display().to_string(),
-        node.http
-    );
+    // The gateway has no [node], data or Raft: its own head.
+    let head = || {
+        format!(
+            "[node]\nid = {}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{}\"\n",
+            node.id,
+            data.display().to_string(),
+            node.http
+        ) + RAFT
+    };
     let scm_addrs: Vec<String> = layout
         .of(Kind::Scm)
         .iter()
         .map(|n| n.client_addr())
         .collect();
+    let om_addrs: Vec<String> = layout
+        .of(Kind::Om)
+        .iter()
+        .map(|n| n.client_addr())
+        .collect();
     match node.kind {
         Kind::Scm => format!(
-            "{head}[scm]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n{extra}{}",
+            "{}[scm]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\ncheckpoint_addr = \"127.0.0.1:{}\"\nbootstrap_retry_pause = \"200ms\"\n{extra}{}",
+            head(),
             node.client_addr(),
             node.peer_addr(),
             node.extra,
             peers(&layout.of(Kind::Scm))
         ),
         Kind::Om => format!(
-            "{head}[om]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\nscm_addrs = {}\n{extra}{}",
+            "{}[om]\nclient_addr = \"{}\"\npeer_addr = \"{}\"\nscm_addrs = {}\n{extra}{}",
+            head(),
             node.client_addr(),
             node.peer_addr(),
             toml_list(&scm_addrs),
             peers(&layout.of(Kind::Om))
         ),
         Kind::Datanode => format!(
-            "{head}[datanode]\ncontainer_addr = \"{}\"\nraft_addr = \"{}\"\nreplication_addr = \"127.0.0.1:{}\"\nscm_addrs = {}\n{extra}",
+            "{}[datanode]\ncontainer_addr = \"{}\"\nraft_addr = \"{}\"\nreplication_addr = \"127.0.0.1:{}\"\nscm_addrs = {}\n{extra}",
+            head(),
             node.client_addr(),
             node.peer_addr(),
             node.extra,
             toml_list(&scm_addrs)
+        ),
+        Kind::S3g => format!(
+            "[s3g]\nid = {}\naddr = \"{}\"\nom_addrs = {}\n{extra}[http]\naddr = \"127.0.0.1:{}\"\n",
+            node.id,
+            node.client_addr(),
+            toml_list(&om_addrs),
+            node.http
         ),
     }
 }

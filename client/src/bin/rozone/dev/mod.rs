@@ -2,7 +2,9 @@
 //! under one directory. The first start initialises the rings (first SCM `--init`, the
 //! others `--bootstrap`, one at a time; the same for OMs), later starts reopen them from
 //! their data. `up` returns (or, with `--detach`, exits) once the cluster can serve: every
-//! daemon `/ready`, ready SCM and OM leaders, an open pipeline, safe mode left.
+//! daemon `/ready`, ready SCM and OM leaders, an open pipeline, safe mode left. One S3
+//! gateway (`rozone-s3g`, when its binary is found) starts with the datanodes; its endpoint
+//! goes into `client.toml` as `s3_endpoint`.
 
 mod certs;
 mod layout;
@@ -181,8 +183,11 @@ impl Up {
         }
         let existing = Layout::load(&dir)?;
         let fresh = existing.is_none();
-        let layout = match existing {
-            Some(l) => {
+        let mut layout = match existing {
+            Some(mut l) => {
+                if l.add_gateway()? {
+                    l.save(&dir)?;
+                }
                 for (kind, want) in [(Kind::Scm, scms), (Kind::Om, oms), (Kind::Datanode, dns)] {
                     if let Some(w) = want.filter(|w| *w != l.of(kind).len() as u64) {
                         bail!(
@@ -203,10 +208,24 @@ impl Up {
                 Layout::fresh(s, o, d)?
             }
         };
-        let bins = [Kind::Scm, Kind::Om, Kind::Datanode]
+        let mut bins = [Kind::Scm, Kind::Om, Kind::Datanode]
             .into_iter()
             .map(|k| procs::find_binary(k, bin_dir).map(|b| (k, b)))
             .collect::<anyhow::Result<std::collections::HashMap<_, _>>>()?;
+        // The S3 gateway is optional: without its binary the cluster starts without one.
+        let mut gateway_note = None;
+        match procs::find_binary(Kind::S3g, bin_dir) {
+            Ok(b) => {
+                bins.insert(Kind::S3g, b);
+            }
+            Err(e) => {
+                if fresh {
+                    layout.save(&dir)?;
+                }
+                layout.nodes.retain(|n| n.kind != Kind::S3g);
+                gateway_note = Some(format!("no S3 gateway: {e:#}"));
+            }
+        }
         let extra: std::collections::HashMap<Kind, String> = bins
             .iter()
             .map(|(k, b)| (*k, optional_keys(*k, b)))
@@ -222,10 +241,14 @@ impl Up {
                 &format!("{config}{}", tls.section(n)),
             )?;
         }
-        if fresh {
+        if fresh && gateway_note.is_none() {
             layout.save(&dir)?;
         }
         let client = tls.client(ClientConfig {
+            s3_endpoint: layout
+                .of(Kind::S3g)
+                .first()
+                .map(|n| format!("http://{}", n.client_addr())),
             om_addrs: layout
                 .of(Kind::Om)
                 .iter()
@@ -252,8 +275,12 @@ impl Up {
                     w.voter(n).await?;
                 }
             }
-            for n in layout.of(Kind::Datanode) {
-                let child = procs::spawn(&bins[&Kind::Datanode], &dir.join(n.name()), &[])?;
+            for n in layout
+                .of(Kind::Datanode)
+                .into_iter()
+                .chain(layout.of(Kind::S3g))
+            {
+                let child = procs::spawn(&bins[&n.kind], &dir.join(n.name()), &[])?;
                 self.record(n.name(), child)?;
             }
         } else {
@@ -266,7 +293,8 @@ impl Up {
             let name = n.name();
             w.daemon_ready(n, &dir, &mut || self.exited(&name)).await?;
         }
-        let notes = w.cluster_ready(layout.of(Kind::Datanode).len()).await?;
+        let mut notes = w.cluster_ready(layout.of(Kind::Datanode).len()).await?;
+        notes.extend(gateway_note);
         let client_toml = dir.join("client.toml");
         write_atomic(&client_toml, &client.to_toml())?;
         let took = started.elapsed();
@@ -278,6 +306,7 @@ impl Up {
                 "fresh": fresh,
                 "om_addrs": client.om_addrs,
                 "scm_addrs": client.scm_addrs,
+                "s3_endpoint": client.s3_endpoint,
                 "pids": self.pids.iter().map(|p| serde_json::json!({"name": p.name, "pid": p.pid})).collect::<Vec<_>>(),
             }))?;
         } else {
@@ -292,6 +321,9 @@ impl Up {
             );
             for n in notes {
                 println!("  note: {n}");
+            }
+            if let Some(e) = &client.s3_endpoint {
+                println!("S3 endpoint: {e} (credentials: rozone s3 getsecret)");
             }
             println!(
                 "\nUse it:\n  export ROZONE_CONFIG={}",

@@ -127,7 +127,7 @@ impl Waiter {
             let ring = match node.kind {
                 Kind::Scm => &self.scm,
                 Kind::Om => &self.om,
-                Kind::Datanode => return Ok(()),
+                Kind::Datanode | Kind::S3g => return Ok(()),
             };
             let voter = ring.call("ring info", ring_info).await.map(|r| {
                 r.leader_id == Some(r.node_id)
