@@ -3,10 +3,8 @@
 
 use std::time::Duration;
 
-use rozone_proto::om as ompb;
-use rozone_proto::om::om_ring_client::OmRingClient;
-use rozone_proto::scm as scmpb;
-use rozone_proto::scm::scm_ring_client::ScmRingClient;
+use rozone_proto::ring::ring_client::RingClient;
+use rozone_proto::ring::RingInfoRequest;
 use tonic::transport::Channel;
 
 use crate::cluster::Kind;
@@ -26,25 +24,18 @@ async fn channel(addr: &str) -> Option<Channel> {
 /// Member `addr`'s view: (leader id, whether that leader is ready).
 pub async fn view(kind: Kind, addr: &str) -> Option<(Option<u64>, bool)> {
     let ch = channel(addr).await?;
-    match kind {
-        Kind::Om => OmRingClient::new(ch)
-            .ring_info(ompb::RingInfoRequest {})
-            .await
-            .ok()
-            .map(|r| {
-                let r = r.into_inner();
-                (r.leader_id, r.leader_ready)
-            }),
-        Kind::Scm => ScmRingClient::new(ch)
-            .ring_info(scmpb::RingInfoRequest {})
-            .await
-            .ok()
-            .map(|r| {
-                let r = r.into_inner();
-                (r.leader_id, r.leader_ready)
-            }),
-        Kind::Datanode => None,
+    if kind == Kind::Datanode {
+        return None;
     }
+    // Both rings serve the shared `Ring` service.
+    RingClient::new(ch)
+        .ring_info(RingInfoRequest {})
+        .await
+        .ok()
+        .map(|r| {
+            let r = r.into_inner();
+            (r.leader_id, r.leader_ready)
+        })
 }
 
 /// The ready leader a member names that also names itself leader, if any.
