@@ -48,6 +48,19 @@ async fn cluster_needing_a_snapshot() -> (Cluster, Arc<RaftGroup<KvLogic>>) {
     (c, leader)
 }
 
+/// The member's snapshot counters once it counted an install: the counter moves when the
+/// install call returns, a moment after the applied index that `wait_converged` watches.
+async fn installed(g: &RaftGroup<KvLogic>) -> rozone_raft::SnapshotStats {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let stats = g.snapshot_stats();
+        if stats.installs > 0 || tokio::time::Instant::now() >= deadline {
+            return stats;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Staging directories left in member `id`'s state directory.
 fn staged(c: &Cluster, id: u64) -> Vec<String> {
     let sm = c.root.path().join(format!("n{id}")).join("sm");
@@ -76,7 +89,7 @@ async fn transfer_longer_than_the_stall_limit_installs_while_it_progresses() {
     c.start_member(4).await.unwrap();
     leader.add_learner(4, c.info(4), false).await.unwrap();
     c.wait_converged().await.unwrap();
-    let stats = c.member(4).unwrap().group.snapshot_stats();
+    let stats = installed(&c.member(4).unwrap().group).await;
     assert_eq!(stats.installs, 1, "{stats:?}");
     assert_eq!(stats.download_failures, 0, "{stats:?}");
     assert!(staged(&c, 4).is_empty(), "{:?}", staged(&c, 4));
@@ -122,7 +135,7 @@ async fn a_withdrawn_install_leaves_nothing_staged_and_a_later_offer_installs() 
     fail::remove("raft-snapshot-send-pace");
     c.wait_converged().await.unwrap();
     assert!(staged(&c, 4).is_empty(), "{:?}", staged(&c, 4));
-    let stats = g4.snapshot_stats();
+    let stats = installed(&g4).await;
     assert!(stats.installs >= 1, "{stats:?}");
     drop((leader, g4));
     c.stop_all().await.unwrap();
