@@ -7,6 +7,7 @@
 //! leader's client address when known), a bad field is `INVALID_ARGUMENT`, an unknown id
 //! `NOT_FOUND`, a wrong state (safe mode included) `FAILED_PRECONDITION`.
 
+use rozone_raft::ring::RingOpError;
 use rozone_raft::RaftGroupError;
 use tonic::Status;
 
@@ -27,6 +28,9 @@ pub enum ScmError {
     /// leader not ready, timeout, stopped.
     #[error(transparent)]
     Raft(#[from] RaftGroupError),
+    /// A ring operation (leadership transfer) refused or failed, as the ring layer words it.
+    #[error(transparent)]
+    Ring(#[from] RingOpError),
     #[error(transparent)]
     Invalid(#[from] Invalid),
     #[error("{0}")]
@@ -75,6 +79,7 @@ impl From<ScmError> for Status {
         let msg = e.to_string();
         match e {
             ScmError::Raft(r) => rozone_raft::status::raft_status(SERVICE_NAME, r),
+            ScmError::Ring(r) => rozone_raft::ring::ring_op_status(SERVICE_NAME, r),
             ScmError::Invalid(_) => Status::invalid_argument(msg),
             ScmError::NotFound(_) => Status::not_found(msg),
             ScmError::AlreadyExists(_) => Status::already_exists(msg),
@@ -129,6 +134,11 @@ mod tests {
             s.message(),
             "create pipeline: refused by the SCM state: PipelineClosed { id: 3 }"
         );
+        // Ring operations keep the ring layer's codes.
+        let s = Status::from(ScmError::from(RingOpError::NotFound("SCM 9".into())));
+        assert_eq!((s.code(), s.message()), (Code::NotFound, "SCM 9"));
+        let s = Status::from(ScmError::from(RingOpError::Refused("leader".into())));
+        assert_eq!(s.code(), Code::FailedPrecondition);
         let s = Status::from(ScmError::from(std::io::Error::other("disk")));
         assert_eq!(
             (s.code(), s.message()),

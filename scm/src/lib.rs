@@ -10,9 +10,9 @@
 //!   queues) and the pure rules (node health, replica counting, what a replica report
 //!   implies, ReplicationManager, safe mode).
 //! - [`leader`]: the leader's work on the node (reports, pipelines, blocks,
-//!   ReplicationManager, the periodic loop).
-//! - [`service`]: every gRPC service (`ScmDatanode`, `ScmBlock`, `ScmAdmin`, the shared `Ring`);
-//!   [`convert`]: proto ↔ domain; [`error`]: [`error::ScmError`] and its one mapping to
+//!   ReplicationManager, admin calls, the periodic loop), in domain types only.
+//! - [`service`]: every gRPC service (`ScmDatanode`, `ScmBlock`, `ScmAdmin`, the shared `Ring`):
+//!   decode, call the node, encode; [`convert`]: proto ↔ domain (the only other protobuf); [`error`]: [`error::ScmError`] and its one mapping to
 //!   `tonic::Status`; [`health`]: `/ready` and `/metrics`.
 //!
 //! A library with a thin `main.rs`, so tests can start an SCM in-process.

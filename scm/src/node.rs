@@ -14,10 +14,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use rozone_proto::scm::scm_command::Command;
-use rozone_proto::scm::CloseContainerCommand;
 use rozone_raft::RaftGroup;
 
+use crate::cluster::commands::DatanodeCommand;
 use crate::cluster::safemode::{self, Start};
 use crate::cluster::ClusterState;
 use crate::config::ScmSection;
@@ -244,18 +243,18 @@ impl ScmNode {
         targets.extend(m.replicas.replicas(id).iter().map(|r| r.datanode));
         targets.sort_unstable();
         targets.dedup();
-        let cmd = Command::CloseContainer(CloseContainerCommand {
+        let cmd = DatanodeCommand::CloseContainer {
             container_id: id,
             pipeline_id: c.pipeline_id,
             force,
-        });
+        };
         for dn in targets {
             let alive = m
                 .nodes
                 .health(dn)
                 .is_some_and(|h| h != crate::cluster::nodes::NodeHealth::Dead);
-            if alive && !m.commands.has_queued(dn, &cmd) {
-                m.commands.push(dn, cmd.clone());
+            if alive {
+                m.commands.push_once(dn, cmd.clone());
             }
         }
         Ok(())

@@ -6,7 +6,48 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rozone_proto::scm::{scm_command::Command, ScmCommand};
+use crate::state::{Datanode, DeletedBlocksTxn};
+
+/// What the leader asks a datanode to do, in domain terms (`convert` gives the wire form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DatanodeCommand {
+    /// Join the Raft pipeline `pipeline_id` of these members.
+    CreatePipeline {
+        pipeline_id: u64,
+        members: Vec<Datanode>,
+    },
+    ClosePipeline {
+        pipeline_id: u64,
+    },
+    /// Close a replica; `force` closes without pipeline consensus (QUASI_CLOSED path).
+    CloseContainer {
+        container_id: u64,
+        pipeline_id: u64,
+        force: bool,
+    },
+    /// Delete a replica; `force` deletes it even if it still holds blocks.
+    DeleteContainer {
+        container_id: u64,
+        force: bool,
+    },
+    /// Copy a container from `sources` (holders of a healthy CLOSED replica, best first).
+    ReplicateContainer {
+        container_id: u64,
+        sources: Vec<Datanode>,
+    },
+    DeleteBlocks {
+        txns: Vec<DeletedBlocksTxn>,
+    },
+}
+
+/// A command as delivered: its id (unique within the leader's term, echoed in the
+/// datanode's status) and the term of the leader that issued it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedCommand {
+    pub id: u64,
+    pub term: u64,
+    pub command: DatanodeCommand,
+}
 
 /// What a sent command was for, to act on its status.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,16 +59,16 @@ pub enum Sent {
 }
 
 impl Sent {
-    fn of(c: &Command) -> Self {
+    fn of(c: &DatanodeCommand) -> Self {
         match c {
-            Command::DeleteBlocks(d) => Sent::DeleteBlocks {
-                txn_ids: d.txns.iter().map(|t| t.txn_id).collect(),
+            DatanodeCommand::DeleteBlocks { txns } => Sent::DeleteBlocks {
+                txn_ids: txns.iter().map(|t| t.txn_id).collect(),
             },
-            Command::ReplicateContainer(r) => Sent::Replicate {
-                container: r.container_id,
+            DatanodeCommand::ReplicateContainer { container_id, .. } => Sent::Replicate {
+                container: *container_id,
             },
-            Command::DeleteContainer(d) => Sent::DeleteContainer {
-                container: d.container_id,
+            DatanodeCommand::DeleteContainer { container_id, .. } => Sent::DeleteContainer {
+                container: *container_id,
             },
             _ => Sent::Other,
         }
@@ -44,7 +85,7 @@ const MAX_SENT: usize = 10_000;
 pub struct CommandQueues {
     term: u64,
     next_id: u64,
-    queued: BTreeMap<u64, VecDeque<ScmCommand>>,
+    queued: BTreeMap<u64, VecDeque<QueuedCommand>>,
     sent: BTreeMap<u64, BTreeMap<u64, Sent>>,
     /// Commands handed out in heartbeat replies since this leader started.
     pub delivered: u64,
@@ -60,36 +101,41 @@ impl CommandQueues {
     }
 
     /// Queues `command` for `dn`; returns its id.
-    pub fn push(&mut self, dn: u64, command: Command) -> u64 {
+    pub fn push(&mut self, dn: u64, command: DatanodeCommand) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let q = self.queued.entry(dn).or_default();
         if q.len() >= MAX_QUEUED {
             q.pop_front();
         }
-        q.push_back(ScmCommand {
+        q.push_back(QueuedCommand {
             id,
             term: self.term,
-            command: Some(command),
+            command,
         });
         id
     }
 
     /// Whether an equal command is already waiting for `dn` (to avoid piling up repeats).
-    pub fn has_queued(&self, dn: u64, command: &Command) -> bool {
+    pub fn has_queued(&self, dn: u64, command: &DatanodeCommand) -> bool {
         self.queued
             .get(&dn)
-            .is_some_and(|q| q.iter().any(|c| c.command.as_ref() == Some(command)))
+            .is_some_and(|q| q.iter().any(|c| &c.command == command))
+    }
+
+    /// Queues `command` for `dn` unless an equal one is already waiting there.
+    pub fn push_once(&mut self, dn: u64, command: DatanodeCommand) {
+        if !self.has_queued(dn, &command) {
+            self.push(dn, command);
+        }
     }
 
     /// Takes every command waiting for `dn`, remembering them as sent.
-    pub fn take(&mut self, dn: u64) -> Vec<ScmCommand> {
-        let out: Vec<ScmCommand> = self.queued.remove(&dn).unwrap_or_default().into();
+    pub fn take(&mut self, dn: u64) -> Vec<QueuedCommand> {
+        let out: Vec<QueuedCommand> = self.queued.remove(&dn).unwrap_or_default().into();
         let sent = self.sent.entry(dn).or_default();
         for c in &out {
-            if let Some(cmd) = &c.command {
-                sent.insert(c.id, Sent::of(cmd));
-            }
+            sent.insert(c.id, Sent::of(&c.command));
         }
         while sent.len() > MAX_SENT {
             sent.pop_first();
@@ -121,19 +167,18 @@ impl CommandQueues {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rozone_proto::scm::{ClosePipelineCommand, ReplicateContainerCommand};
 
     #[test]
     fn commands_get_ids_and_term_and_are_delivered_once() {
         let mut q = CommandQueues::new(7);
-        let close = Command::ClosePipeline(ClosePipelineCommand { pipeline_id: 3 });
+        let close = DatanodeCommand::ClosePipeline { pipeline_id: 3 };
         let a = q.push(1, close.clone());
         let b = q.push(
             1,
-            Command::ReplicateContainer(ReplicateContainerCommand {
+            DatanodeCommand::ReplicateContainer {
                 container_id: 9,
                 sources: vec![],
-            }),
+            },
         );
         assert!(a < b);
         assert!(q.has_queued(1, &close));

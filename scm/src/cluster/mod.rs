@@ -21,8 +21,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use commands::CommandQueues;
-use nodes::NodeRegistry;
+use nodes::{NodeHealth, NodeRegistry};
 use replicas::ReplicaMap;
+use replication::{ContainerView, Decision, InflightView, ReplicaView};
+
+use crate::state::ContainerInfo;
 
 /// A replicate or delete command the ReplicationManager is waiting on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +34,16 @@ pub struct Inflight {
     pub datanode: u64,
     pub command_id: u64,
     pub deadline: Instant,
+}
+
+/// A pipeline as the leader shows it: members with their addresses from the registry (a
+/// member the leader does not know yet has only its id) and the leader last reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineView {
+    pub id: u64,
+    pub members: Vec<crate::state::Datanode>,
+    pub leader_id: Option<u64>,
+    pub state: crate::state::PipelineState,
 }
 
 /// Results of the last ReplicationManager run and counters since this leader started.
@@ -124,6 +137,78 @@ impl ClusterState {
         s.safe_mode.in_safe_mode = false;
         s.safe_mode_detail.clear();
         s
+    }
+
+    /// Pipeline `p` with what this leader knows of its members and leader.
+    pub fn pipeline_view(&self, p: &crate::state::PipelineInfo) -> PipelineView {
+        PipelineView {
+            id: p.id,
+            members: p
+                .members
+                .iter()
+                .map(|d| match self.nodes.get(*d) {
+                    Some(n) => n.details.clone(),
+                    None => crate::state::Datanode {
+                        id: *d,
+                        hostname: String::new(),
+                        container_addr: String::new(),
+                        raft_addr: String::new(),
+                        replication_addr: String::new(),
+                    },
+                })
+                .collect(),
+            leader_id: self.pipeline_leaders.get(&p.id).copied().or(p.leader),
+            state: p.state,
+        }
+    }
+
+    /// The replicas of container `id` as the judgement sees them (a node the leader does
+    /// not know counts as DEAD).
+    pub fn replica_views(&self, id: u64) -> Vec<ReplicaView> {
+        self.replicas
+            .replicas(id)
+            .into_iter()
+            .map(|r| ReplicaView {
+                datanode: r.datanode,
+                state: r.state,
+                bcsid: r.bcsid,
+                block_count: r.block_count,
+                digest: r.digest,
+                node: self.nodes.health(r.datanode).unwrap_or(NodeHealth::Dead),
+            })
+            .collect()
+    }
+
+    /// The judgement of `c` with the leader's current knowledge.
+    pub fn judge(&self, c: &ContainerInfo) -> (Decision, Vec<ReplicaView>) {
+        let replicas = self.replica_views(c.id);
+        let inflight = self
+            .inflight
+            .get(&c.id)
+            .map_or_else(InflightView::default, |v| InflightView {
+                adds: v.iter().filter(|i| i.add).map(|i| i.datanode).collect(),
+                deletes: v.iter().filter(|i| !i.add).map(|i| i.datanode).collect(),
+            });
+        // Targets: healthy datanodes whose volumes take data, fewest replicas first, then most
+        // free space.
+        let mut candidates: Vec<(usize, std::cmp::Reverse<u64>, u64)> = self
+            .nodes
+            .all()
+            .filter(|n| n.health == NodeHealth::Healthy && n.usage.accepts_data())
+            .map(|n| {
+                (
+                    self.replicas.count_on(n.details.id),
+                    std::cmp::Reverse(n.usage.remaining),
+                    n.details.id,
+                )
+            })
+            .collect();
+        candidates.sort_unstable();
+        let ids: Vec<u64> = candidates.into_iter().map(|(_, _, id)| id).collect();
+        (
+            replication::decide(&ContainerView::of(c), &replicas, &inflight, &ids),
+            replicas,
+        )
     }
 
     /// In-flight adds and deletes, counted.

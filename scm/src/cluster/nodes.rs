@@ -177,6 +177,13 @@ impl NodeRegistry {
         self.nodes.get(&id)
     }
 
+    /// The registered details of `ids`, in order, skipping ids it does not know.
+    pub fn details_of(&self, ids: &[u64]) -> Vec<Datanode> {
+        ids.iter()
+            .filter_map(|id| self.get(*id).map(|n| n.details.clone()))
+            .collect()
+    }
+
     pub fn health(&self, id: u64) -> Option<NodeHealth> {
         self.nodes.get(&id).map(|n| n.health)
     }

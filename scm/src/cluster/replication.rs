@@ -30,6 +30,19 @@ pub struct ContainerView {
     pub wanted: usize,
 }
 
+impl ContainerView {
+    pub fn of(c: &crate::state::ContainerInfo) -> Self {
+        Self {
+            id: c.id,
+            state: c.state,
+            bcsid: c.bcsid,
+            key_count: c.key_count,
+            used_bytes: c.used_bytes,
+            wanted: c.replication.replicas(),
+        }
+    }
+}
+
 /// What the judgement needs of a replica.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaView {

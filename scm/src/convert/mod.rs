@@ -4,18 +4,22 @@
 
 use rozone_proto::scm as pb;
 
+mod replies;
 mod reports;
 mod ring;
 
-pub use reports::{heartbeat, node_usage, replica_report, replica_reports, Beat};
+pub use crate::leader::types::Beat;
+pub use replies::*;
+pub use reports::{heartbeat, node_usage, registration, replica_report, replica_reports};
 pub use ring::ring_info;
 
 use crate::cluster::nodes::{Datanode, NodeHealth};
 use crate::cluster::replicas::ReplicaState;
 use crate::cluster::replication::Verdict;
-use crate::cluster::ClusterState;
+use crate::cluster::PipelineView;
 use crate::error::Invalid;
-use crate::state::{ContainerInfo, ContainerState, PipelineInfo, PipelineState};
+use crate::leader::types::BlockRequest;
+use crate::state::{ContainerInfo, ContainerState, PipelineState};
 
 pub fn datanode_details(d: &Datanode) -> pb::DatanodeDetails {
     pb::DatanodeDetails {
@@ -112,25 +116,35 @@ pub fn verdict(v: Verdict) -> pb::ReplicationHealth {
     }
 }
 
-/// The wire form of a pipeline, with member addresses from the registry (a member the
-/// leader does not know yet is listed by id only) and the reported leader.
-pub fn pipeline(p: &PipelineInfo, m: &ClusterState) -> pb::Pipeline {
+/// The wire form of a pipeline (a member the leader does not know yet goes by id only).
+pub fn pipeline(p: &PipelineView) -> pb::Pipeline {
     pb::Pipeline {
         id: p.id,
-        members: p
-            .members
-            .iter()
-            .map(|d| match m.nodes.get(*d) {
-                Some(n) => datanode_details(&n.details),
-                None => pb::DatanodeDetails {
-                    id: *d,
-                    ..Default::default()
-                },
-            })
-            .collect(),
-        leader_id: m.pipeline_leaders.get(&p.id).copied().or(p.leader),
+        members: p.members.iter().map(datanode_details).collect(),
+        leader_id: p.leader_id,
         state: pipeline_state(p.state) as i32,
     }
+}
+
+/// A block allocation request (its values are checked by the leader, which knows the
+/// block size).
+pub fn block_request(r: pb::AllocateBlockRequest) -> BlockRequest {
+    BlockRequest {
+        size: r.size,
+        count: r.count,
+        owner: r.owner,
+        exclude_datanodes: r.exclude_datanodes.into_iter().collect(),
+        exclude_pipelines: r.exclude_pipelines.into_iter().collect(),
+        exclude_containers: r.exclude_containers.into_iter().collect(),
+    }
+}
+
+/// The blocks of a delete request as (container id, local id) pairs (checked by the leader).
+pub fn block_ids(r: &pb::DeleteBlocksRequest) -> Vec<(u64, u64)> {
+    r.blocks
+        .iter()
+        .map(|b| (b.container_id, b.local_id))
+        .collect()
 }
 
 #[cfg(test)]

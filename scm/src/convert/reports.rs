@@ -7,6 +7,7 @@ use rozone_proto::scm as pb;
 use crate::cluster::nodes::{Datanode, NodeUsage};
 use crate::cluster::replicas::{Digest, ReplicaReport, ReplicaState};
 use crate::error::Invalid;
+use crate::leader::types::{Beat, PipelineReport, Registration};
 
 fn need(ok: bool, msg: impl FnOnce() -> String) -> Result<(), Invalid> {
     if ok {
@@ -116,15 +117,32 @@ pub fn replica_reports(
     rs.iter().map(|r| replica_report(r, incremental)).collect()
 }
 
-/// A checked heartbeat: what [`crate::leader::reports`] applies.
-pub struct Beat {
-    pub dn: u64,
-    pub usage: Option<NodeUsage>,
-    pub full: Option<Vec<ReplicaReport>>,
-    pub incremental: Vec<ReplicaReport>,
-    pub pipelines: Vec<pb::PipelineReport>,
-    pub close_pipelines: Vec<(u64, String)>,
-    pub statuses: Vec<(u64, bool)>,
+fn pipeline_reports(rs: &[pb::PipelineReport]) -> Vec<PipelineReport> {
+    rs.iter()
+        .map(|p| PipelineReport {
+            pipeline_id: p.pipeline_id,
+            is_leader: p.is_leader,
+        })
+        .collect()
+}
+
+/// A registration, checked whole before anything changes.
+pub fn registration(r: &pb::RegisterRequest) -> Result<Registration, Invalid> {
+    let details = r
+        .datanode
+        .as_ref()
+        .ok_or_else(|| Invalid("datanode is missing".into()))?;
+    let datanode = Datanode::try_from(details)?;
+    let full = match &r.container_report {
+        Some(c) => replica_reports(&c.replicas, false)?,
+        None => Vec::new(),
+    };
+    Ok(Registration {
+        datanode,
+        full,
+        usage: r.node_report.as_ref().map(node_usage).unwrap_or_default(),
+        pipelines: pipeline_reports(&r.pipeline_reports),
+    })
 }
 
 /// A heartbeat, checked whole before anything changes.
@@ -176,7 +194,7 @@ pub fn heartbeat(r: &pb::HeartbeatRequest) -> Result<Beat, Invalid> {
         usage: r.node_report.as_ref().map(node_usage),
         full,
         incremental,
-        pipelines: r.pipeline_reports.clone(),
+        pipelines: pipeline_reports(&r.pipeline_reports),
         close_pipelines,
         statuses,
     })

@@ -6,17 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rozone_proto::scm as pb;
-use rozone_proto::scm::scm_command::Command;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::commands::DatanodeCommand;
 use crate::cluster::nodes::NodeHealth;
 use crate::cluster::replication;
 use crate::cluster::safemode::{self, SafeModeEval, SafeModeInput};
 use crate::error::ScmError;
 use crate::node::ScmNode;
-use crate::state::{read, ContainerState, DatanodeRecord};
+use crate::state::{read, ContainerState, DatanodeRecord, DeletedBlocksTxn};
 
 /// Most deleted-block transactions sent per pass.
 const DELETE_BATCH: usize = 1000;
@@ -148,8 +147,8 @@ impl ScmNode {
         let reported = finished
             .iter()
             .filter(|c| {
-                let v = super::rm::view(c);
-                let rs = super::rm::replica_views(&m, c.id);
+                let v = replication::ContainerView::of(c);
+                let rs = m.replica_views(c.id);
                 rs.iter().any(|r| replication::is_healthy_copy(&v, &rs, r))
             })
             .count();
@@ -179,7 +178,7 @@ impl ScmNode {
         let mut m = self.lead()?;
         let now = Instant::now();
         let resend = self.cfg.replication_inflight_timeout;
-        let mut per_dn: BTreeMap<u64, Vec<pb::DeletedBlocksTransaction>> = BTreeMap::new();
+        let mut per_dn: BTreeMap<u64, Vec<DeletedBlocksTxn>> = BTreeMap::new();
         for t in pending {
             let mut holders: Vec<u64> = m
                 .replicas
@@ -199,20 +198,12 @@ impl ScmNode {
                         .is_none_or(|at| now.duration_since(*at) >= resend);
                 if due {
                     d.sent.insert(dn, now);
-                    per_dn
-                        .entry(dn)
-                        .or_default()
-                        .push(pb::DeletedBlocksTransaction {
-                            txn_id: t.txn_id,
-                            container_id: t.container_id,
-                            local_ids: t.local_ids.clone(),
-                        });
+                    per_dn.entry(dn).or_default().push(t.clone());
                 }
             }
         }
         for (dn, txns) in per_dn {
-            m.commands
-                .push(dn, Command::DeleteBlocks(pb::DeleteBlocksCommand { txns }));
+            m.commands.push(dn, DatanodeCommand::DeleteBlocks { txns });
         }
         Ok(())
     }

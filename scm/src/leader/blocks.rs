@@ -9,10 +9,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rozone_proto::scm as pb;
-
-use crate::convert;
 use crate::error::{Invalid, ScmError};
+use crate::leader::types::{AllocatedBlock, BlockRequest};
 use crate::node::{now_ms, Counters, ScmNode};
 use crate::state::{
     read, ContainerInfo, ContainerState, PipelineInfo, PipelineState, ReplicationFactor,
@@ -25,10 +23,7 @@ pub const MAX_BLOCKS_PER_CALL: u32 = 1000;
 pub const MAX_DELETES_PER_CALL: usize = 100_000;
 
 impl ScmNode {
-    pub async fn allocate_blocks(
-        &self,
-        r: pb::AllocateBlockRequest,
-    ) -> Result<pb::AllocateBlockReply, ScmError> {
+    pub async fn allocate_blocks(&self, r: BlockRequest) -> Result<Vec<AllocatedBlock>, ScmError> {
         let block_size = self.cfg.block_size.as_u64();
         if r.count == 0 || r.count > MAX_BLOCKS_PER_CALL {
             return Err(Invalid(format!(
@@ -57,14 +52,17 @@ impl ScmNode {
                 )));
             }
         }
-        let exclude_dn: BTreeSet<u64> = r.exclude_datanodes.iter().copied().collect();
-        let exclude_p: BTreeSet<u64> = r.exclude_pipelines.iter().copied().collect();
-        let exclude_c: BTreeSet<u64> = r.exclude_containers.iter().copied().collect();
         let _alloc = self.alloc.lock().await;
         let mut blocks = Vec::with_capacity(r.count as usize);
         for _ in 0..r.count {
             let (c, p) = self
-                .pick_container(&r.owner, size, &exclude_dn, &exclude_p, &exclude_c)
+                .pick_container(
+                    &r.owner,
+                    size,
+                    &r.exclude_datanodes,
+                    &r.exclude_pipelines,
+                    &r.exclude_containers,
+                )
                 .await?;
             let local_id = self.ids.next_id(SEQ_LOCAL_ID).await?;
             let (pipeline, full) = {
@@ -72,14 +70,12 @@ impl ScmNode {
                 let used = m.allocated.entry(c.id).or_insert(c.used_bytes);
                 *used += size;
                 let full = used.saturating_add(block_size) > self.cfg.container_size.as_u64();
-                (convert::pipeline(&p, &m), full)
+                (m.pipeline_view(&p), full)
             };
-            blocks.push(pb::AllocatedBlock {
-                block_id: Some(pb::BlockId {
-                    container_id: c.id,
-                    local_id,
-                }),
-                pipeline: Some(pipeline),
+            blocks.push(AllocatedBlock {
+                container_id: c.id,
+                local_id,
+                pipeline,
                 max_size: size,
             });
             if full {
@@ -87,7 +83,7 @@ impl ScmNode {
             }
         }
         Counters::add(&self.counters.blocks_allocated, blocks.len() as u64);
-        Ok(pb::AllocateBlockReply { blocks })
+        Ok(blocks)
     }
 
     /// An OPEN container of `owner` with room for `size` on a usable pipeline, opening a
@@ -187,32 +183,25 @@ impl ScmNode {
         Ok((info, pipelines[&pid].clone()))
     }
 
-    /// Queues deleted blocks, one transaction per container. Every container must exist
-    /// (else nothing is queued).
-    pub async fn delete_blocks(
-        &self,
-        r: pb::DeleteBlocksRequest,
-    ) -> Result<pb::DeleteBlocksReply, ScmError> {
-        if r.blocks.is_empty() || r.blocks.len() > MAX_DELETES_PER_CALL {
+    /// Queues deleted blocks (`(container id, local id)` pairs), one transaction per
+    /// container. Every container must exist (else nothing is queued).
+    pub async fn delete_blocks(&self, blocks: &[(u64, u64)]) -> Result<Vec<u64>, ScmError> {
+        if blocks.is_empty() || blocks.len() > MAX_DELETES_PER_CALL {
             return Err(Invalid(format!(
                 "blocks must hold 1..={MAX_DELETES_PER_CALL} block ids, got {}",
-                r.blocks.len()
+                blocks.len()
             ))
             .into());
         }
         let mut by_container: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-        for b in &r.blocks {
-            if b.container_id == 0 || b.local_id == 0 {
+        for &(container_id, local_id) in blocks {
+            if container_id == 0 || local_id == 0 {
                 return Err(Invalid(format!(
-                    "block ({}, {}): container_id and local_id must be above 0",
-                    b.container_id, b.local_id
+                    "block ({container_id}, {local_id}): container_id and local_id must be above 0"
                 ))
                 .into());
             }
-            by_container
-                .entry(b.container_id)
-                .or_default()
-                .push(b.local_id);
+            by_container.entry(container_id).or_default().push(local_id);
         }
         drop(self.lead()?);
         for id in by_container.keys() {
@@ -247,6 +236,6 @@ impl ScmNode {
             }
             txn_ids.push(txn_id);
         }
-        Ok(pb::DeleteBlocksReply { txn_ids })
+        Ok(txn_ids)
     }
 }

@@ -9,11 +9,10 @@
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use rozone_proto::scm as pb;
-use rozone_proto::scm::scm_command::Command;
+use crate::cluster::commands::DatanodeCommand;
 
-use super::rm::{replica_views, view};
 use crate::cluster::deletion::{self, Step};
+use crate::cluster::replication::ContainerView;
 use crate::cluster::{ClusterState, Inflight};
 use crate::error::ScmError;
 use crate::node::{Counters, ScmNode};
@@ -42,13 +41,18 @@ impl ScmNode {
         if !matches!(c.state, ContainerState::Closed | ContainerState::Deleting) {
             return false;
         }
-        let replicas = replica_views(m, c.id);
+        let replicas = m.replica_views(c.id);
         let deleting: Vec<u64> = m
             .inflight
             .get(&c.id)
             .map(|v| v.iter().filter(|i| !i.add).map(|i| i.datanode).collect())
             .unwrap_or_default();
-        match deletion::step(&view(c), &replicas, pending.contains(&c.id), &deleting) {
+        match deletion::step(
+            &ContainerView::of(c),
+            &replicas,
+            pending.contains(&c.id),
+            &deleting,
+        ) {
             Step::Nothing => false,
             Step::StartDeleting => {
                 out.start.push(c.id);
@@ -62,10 +66,10 @@ impl ScmNode {
                 for dn in dns {
                     let command_id = m.commands.push(
                         dn,
-                        Command::DeleteContainer(pb::DeleteContainerCommand {
+                        DatanodeCommand::DeleteContainer {
                             container_id: c.id,
                             force: false,
-                        }),
+                        },
                     );
                     m.inflight.entry(c.id).or_default().push(Inflight {
                         add: false,

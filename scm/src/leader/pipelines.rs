@@ -5,11 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rozone_proto::scm as pb;
-use rozone_proto::scm::scm_command::Command;
-
+use crate::cluster::commands::DatanodeCommand;
 use crate::cluster::nodes::NodeHealth;
-use crate::convert;
 use crate::error::ScmError;
 use crate::node::{Counters, ScmNode};
 use crate::state::types::PIPELINE_MEMBERS;
@@ -115,21 +112,14 @@ impl ScmNode {
                 return Err(ScmError::refused("create pipeline", r));
             }
             let mut m = self.lead()?;
-            let details: Vec<pb::DatanodeDetails> = members
-                .iter()
-                .filter_map(|d| {
-                    m.nodes
-                        .get(*d)
-                        .map(|n| convert::datanode_details(&n.details))
-                })
-                .collect();
+            let details = m.nodes.details_of(&members);
             for dn in &members {
                 m.commands.push(
                     *dn,
-                    Command::CreatePipeline(pb::CreatePipelineCommand {
+                    DatanodeCommand::CreatePipeline {
                         pipeline_id: id,
                         members: details.clone(),
-                    }),
+                    },
                 );
             }
             tracing::info!(pipeline = id, ?members, "pipeline created");
@@ -159,10 +149,8 @@ impl ScmNode {
             m.pipeline_leaders.remove(&id);
             for dn in &p.members {
                 if m.nodes.health(*dn).is_some_and(|h| h != NodeHealth::Dead) {
-                    m.commands.push(
-                        *dn,
-                        Command::ClosePipeline(pb::ClosePipelineCommand { pipeline_id: id }),
-                    );
+                    m.commands
+                        .push(*dn, DatanodeCommand::ClosePipeline { pipeline_id: id });
                 }
             }
         }

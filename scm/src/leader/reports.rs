@@ -1,41 +1,30 @@
 //! Register and heartbeat: the datanode protocol's effect on the leader's state.
 //!
-//! Everything in a request is converted and checked first, so a malformed request changes
-//! nothing. Then the registry, replica map and command outcomes are updated in memory, and
-//! what the reports imply for the replicated container state (usage, CLOSING → CLOSED, …,
-//! judged by [`crate::cluster::lifecycle::react`]) is written through the log. The reply
-//! carries the datanode's queued commands.
+//! A request arrives converted and checked whole ([`Registration`], [`Beat`], built by
+//! `convert`), so a malformed one changes nothing. The registry, replica map and command
+//! outcomes are updated in memory, and what the reports imply for the replicated container
+//! state (usage, CLOSING → CLOSED, …, judged by [`crate::cluster::lifecycle::react`]) is
+//! written through the log. The reply carries the datanode's queued commands.
 
 use std::time::Instant;
 
-use rozone_proto::scm as pb;
-use rozone_proto::scm::scm_command::Command;
-
-use crate::cluster::commands::Sent;
+use crate::cluster::commands::{DatanodeCommand, Sent};
 use crate::cluster::lifecycle::{react, Reaction};
 use crate::cluster::nodes::{Datanode, Heard, NodeHealth};
 use crate::cluster::replicas::ReplicaReport;
-use crate::convert;
-use crate::error::{Invalid, ScmError};
+use crate::error::ScmError;
+use crate::leader::types::{Beat, BeatReply, PipelineReport, Registered, Registration};
 use crate::node::{Counters, ScmNode};
 use crate::state::{read, ContainerEvent, ContainerInfo, DatanodeRecord, ScmRequest};
 
 impl ScmNode {
-    pub async fn register(&self, r: pb::RegisterRequest) -> Result<pb::RegisterReply, ScmError> {
-        let details = r
-            .datanode
-            .as_ref()
-            .ok_or_else(|| Invalid("datanode is missing".into()))?;
-        let dn = Datanode::try_from(details)?;
-        let full = match &r.container_report {
-            Some(c) => convert::replica_reports(&c.replicas, false)?,
-            None => Vec::new(),
-        };
-        let usage = r
-            .node_report
-            .as_ref()
-            .map(convert::node_usage)
-            .unwrap_or_default();
+    pub async fn register(&self, r: Registration) -> Result<Registered, ScmError> {
+        let Registration {
+            datanode: dn,
+            full,
+            usage,
+            pipelines,
+        } = r;
         let cluster_id = read::cluster_id(&self.group.db())?.ok_or_else(|| {
             ScmError::FailedPrecondition("the SCM ring has no cluster id yet".into())
         })?;
@@ -52,7 +41,7 @@ impl ScmNode {
                 tracing::info!(datanode = id, host = %dn.hostname, "datanode registered");
             }
             m.replicas.full_report(id, &full, now);
-            self.pipeline_leaders(&mut m, id, &r.pipeline_reports);
+            self.pipeline_leaders(&mut m, id, &pipelines);
         }
         Counters::add(&self.counters.registrations, 1);
         // The ring keeps the datanode as this leader knows it, for the next leader.
@@ -62,8 +51,8 @@ impl ScmNode {
         })
         .await?;
         self.react_all(id, &full).await?;
-        self.check_reported_pipelines(id, &r.pipeline_reports)?;
-        Ok(pb::RegisterReply {
+        self.check_reported_pipelines(id, &pipelines)?;
+        Ok(Registered {
             cluster_id,
             datanode_id: id,
         })
@@ -73,15 +62,14 @@ impl ScmNode {
         &self,
         m: &mut crate::cluster::ClusterState,
         dn: u64,
-        reports: &[pb::PipelineReport],
+        reports: &[PipelineReport],
     ) {
         for p in reports.iter().filter(|p| p.is_leader) {
             m.pipeline_leaders.insert(p.pipeline_id, dn);
         }
     }
 
-    pub async fn heartbeat(&self, r: pb::HeartbeatRequest) -> Result<pb::HeartbeatReply, ScmError> {
-        let b = convert::heartbeat(&r)?;
+    pub async fn heartbeat(&self, b: Beat) -> Result<BeatReply, ScmError> {
         let mut txns_done = Vec::new();
         let (heard, revived) = {
             let mut m = self.lead()?;
@@ -95,7 +83,7 @@ impl ScmNode {
         };
         self.record_revived(revived).await?;
         if heard == Heard::MustRegister {
-            return Ok(pb::HeartbeatReply {
+            return Ok(BeatReply {
                 commands: Vec::new(),
                 reregister: true,
             });
@@ -156,7 +144,7 @@ impl ScmNode {
         }
         let commands = self.lead()?.commands.take(b.dn);
         Counters::add(&self.counters.commands_sent, commands.len() as u64);
-        Ok(pb::HeartbeatReply {
+        Ok(BeatReply {
             commands,
             reregister: false,
         })
@@ -240,26 +228,24 @@ impl ScmNode {
                 Ok(false)
             }
             Reaction::Close { force } => {
-                let cmd = Command::CloseContainer(pb::CloseContainerCommand {
-                    container_id: c.id,
-                    pipeline_id: c.pipeline_id,
-                    force,
-                });
-                let mut m = self.lead()?;
-                if !m.commands.has_queued(dn, &cmd) {
-                    m.commands.push(dn, cmd);
-                }
+                self.lead()?.commands.push_once(
+                    dn,
+                    DatanodeCommand::CloseContainer {
+                        container_id: c.id,
+                        pipeline_id: c.pipeline_id,
+                        force,
+                    },
+                );
                 Ok(false)
             }
             Reaction::Delete => {
-                let cmd = Command::DeleteContainer(pb::DeleteContainerCommand {
-                    container_id: c.id,
-                    force: true,
-                });
-                let mut m = self.lead()?;
-                if !m.commands.has_queued(dn, &cmd) {
-                    m.commands.push(dn, cmd);
-                }
+                self.lead()?.commands.push_once(
+                    dn,
+                    DatanodeCommand::DeleteContainer {
+                        container_id: c.id,
+                        force: true,
+                    },
+                );
                 Ok(false)
             }
         }
@@ -269,20 +255,19 @@ impl ScmNode {
     fn check_reported_pipelines(
         &self,
         dn: u64,
-        reports: &[pb::PipelineReport],
+        reports: &[PipelineReport],
     ) -> Result<(), ScmError> {
         let db = self.group.db();
         for p in reports {
             let open = read::pipeline(&db, p.pipeline_id)?
                 .is_some_and(|x| x.state == crate::state::PipelineState::Open);
             if !open {
-                let cmd = Command::ClosePipeline(pb::ClosePipelineCommand {
-                    pipeline_id: p.pipeline_id,
-                });
-                let mut m = self.lead()?;
-                if !m.commands.has_queued(dn, &cmd) {
-                    m.commands.push(dn, cmd);
-                }
+                self.lead()?.commands.push_once(
+                    dn,
+                    DatanodeCommand::ClosePipeline {
+                        pipeline_id: p.pipeline_id,
+                    },
+                );
             }
         }
         Ok(())

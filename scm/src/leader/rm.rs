@@ -6,81 +6,18 @@
 
 use std::time::Instant;
 
-use rozone_proto::scm as pb;
-use rozone_proto::scm::scm_command::Command;
-
-use crate::cluster::nodes::NodeHealth;
+use crate::cluster::commands::DatanodeCommand;
 use crate::cluster::replicas::ReplicaState;
-use crate::cluster::replication::{
-    self, ContainerView, Decision, InflightView, ReplicaView, Verdict,
-};
+use crate::cluster::replication::{Decision, Verdict};
 use crate::cluster::{ClusterState, Inflight};
-use crate::convert;
 use crate::error::ScmError;
 use crate::leader::deleting::Transitions;
+use crate::leader::types::RmStatus;
 use crate::node::{Counters, ScmNode};
-use crate::state::{read, ContainerInfo, ContainerState};
+use crate::state::{read, ContainerState};
 
 /// Ids listed per problem kind in the status.
 const LISTED: usize = 100;
-
-pub fn view(c: &ContainerInfo) -> ContainerView {
-    ContainerView {
-        id: c.id,
-        state: c.state,
-        bcsid: c.bcsid,
-        key_count: c.key_count,
-        used_bytes: c.used_bytes,
-        wanted: c.replication.replicas(),
-    }
-}
-
-pub fn replica_views(m: &ClusterState, id: u64) -> Vec<ReplicaView> {
-    m.replicas
-        .replicas(id)
-        .into_iter()
-        .map(|r| ReplicaView {
-            datanode: r.datanode,
-            state: r.state,
-            bcsid: r.bcsid,
-            block_count: r.block_count,
-            digest: r.digest,
-            node: m.nodes.health(r.datanode).unwrap_or(NodeHealth::Dead),
-        })
-        .collect()
-}
-
-/// The judgement of `c` with the leader's current knowledge.
-pub fn judge(m: &ClusterState, c: &ContainerInfo) -> (Decision, Vec<ReplicaView>) {
-    let replicas = replica_views(m, c.id);
-    let inflight = m
-        .inflight
-        .get(&c.id)
-        .map_or_else(InflightView::default, |v| InflightView {
-            adds: v.iter().filter(|i| i.add).map(|i| i.datanode).collect(),
-            deletes: v.iter().filter(|i| !i.add).map(|i| i.datanode).collect(),
-        });
-    // Targets: healthy datanodes whose volumes take data, fewest replicas first, then most
-    // free space.
-    let mut candidates: Vec<(usize, std::cmp::Reverse<u64>, u64)> = m
-        .nodes
-        .all()
-        .filter(|n| n.health == NodeHealth::Healthy && n.usage.accepts_data())
-        .map(|n| {
-            (
-                m.replicas.count_on(n.details.id),
-                std::cmp::Reverse(n.usage.remaining),
-                n.details.id,
-            )
-        })
-        .collect();
-    candidates.sort_unstable();
-    let ids: Vec<u64> = candidates.into_iter().map(|(_, _, id)| id).collect();
-    (
-        replication::decide(&view(c), &replicas, &inflight, &ids),
-        replicas,
-    )
-}
 
 impl ScmNode {
     pub async fn run_replication_manager(&self) -> Result<(), ScmError> {
@@ -134,7 +71,7 @@ impl ScmNode {
                 if self.deletion_step(&mut m, c, &pending, now + timeout, &mut deletions) {
                     continue;
                 }
-                let (d, _) = judge(&m, c);
+                let (d, _) = m.judge(c);
                 match d.verdict() {
                     Verdict::Healthy => healthy += 1,
                     Verdict::UnderReplicated => under.push(c.id),
@@ -164,22 +101,14 @@ impl ScmNode {
 
     fn enact_decision(&self, m: &mut ClusterState, id: u64, d: &Decision, deadline: Instant) {
         if !d.replicate_to.is_empty() {
-            let sources: Vec<pb::DatanodeDetails> = d
-                .sources
-                .iter()
-                .filter_map(|s| {
-                    m.nodes
-                        .get(*s)
-                        .map(|n| convert::datanode_details(&n.details))
-                })
-                .collect();
+            let sources = m.nodes.details_of(&d.sources);
             for t in &d.replicate_to {
                 let command_id = m.commands.push(
                     *t,
-                    Command::ReplicateContainer(pb::ReplicateContainerCommand {
+                    DatanodeCommand::ReplicateContainer {
                         container_id: id,
                         sources: sources.clone(),
-                    }),
+                    },
                 );
                 m.inflight.entry(id).or_default().push(Inflight {
                     add: true,
@@ -195,10 +124,10 @@ impl ScmNode {
         for dn in &d.delete {
             let command_id = m.commands.push(
                 *dn,
-                Command::DeleteContainer(pb::DeleteContainerCommand {
+                DatanodeCommand::DeleteContainer {
                     container_id: id,
                     force: true,
-                }),
+                },
             );
             m.inflight.entry(id).or_default().push(Inflight {
                 add: false,
@@ -215,24 +144,24 @@ impl ScmNode {
             );
         }
         for dn in &d.force_close {
-            let cmd = Command::CloseContainer(pb::CloseContainerCommand {
-                container_id: id,
-                pipeline_id: 0,
-                force: true,
-            });
-            if !m.commands.has_queued(*dn, &cmd) {
-                m.commands.push(*dn, cmd);
-            }
+            m.commands.push_once(
+                *dn,
+                DatanodeCommand::CloseContainer {
+                    container_id: id,
+                    pipeline_id: 0,
+                    force: true,
+                },
+            );
         }
     }
 
     /// ReplicationManager status for the admin RPC.
-    pub fn replication_status(&self) -> Result<pb::ReplicationManagerStatusReply, ScmError> {
+    pub fn replication_status(&self) -> Result<RmStatus, ScmError> {
         let m = self.lead()?;
         let (adds, deletes) = m.inflight_counts();
         let s = &m.rm;
         let list = |v: &Vec<u64>| v.iter().copied().take(LISTED).collect::<Vec<u64>>();
-        Ok(pb::ReplicationManagerStatusReply {
+        Ok(RmStatus {
             healthy: s.healthy,
             under_replicated: s.under.len() as u64,
             over_replicated: s.over.len() as u64,

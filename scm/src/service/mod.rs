@@ -1,9 +1,11 @@
 //! The SCM's gRPC services on the client port, over [`crate::node::ScmNode`]:
 //! `ScmDatanode` (register, heartbeat) and `ScmBlock` (allocate, delete blocks) here,
-//! `ScmAdmin` in [`admin`], and the SCM's hooks of the shared `Ring` service in [`ring`]. The only code that returns
-//! `tonic::Status`: every refusal is a [`crate::error::ScmError`] mapped by its one
-//! `From` (Raft refusals as the Raft layer words them, bad fields `INVALID_ARGUMENT`,
-//! unknown ids `NOT_FOUND`, wrong states `FAILED_PRECONDITION`).
+//! `ScmAdmin` in [`admin`], and the SCM's hooks of the shared `Ring` service in [`ring`].
+//! Each handler checks the caller, decodes the request ([`crate::convert`]), calls the node
+//! and encodes its answer. The only code that returns `tonic::Status`: every refusal is a
+//! [`crate::error::ScmError`] mapped by its one `From` (Raft refusals as the Raft layer
+//! words them, bad fields `INVALID_ARGUMENT`, unknown ids `NOT_FOUND`, wrong states
+//! `FAILED_PRECONDITION`).
 //!
 //! Authorization (mutual TLS, docs/security.md), checked first, before anything changes:
 //! the datanode protocol only from the certificate of the datanode the request names;
@@ -21,6 +23,8 @@ use rozone_rpc::auth::{require_node, require_role};
 use rozone_rpc::Role;
 use tonic::{Request, Response, Status};
 
+use crate::convert;
+use crate::error::ScmError;
 use crate::node::ScmNode;
 
 pub struct DatanodeService(pub Arc<ScmNode>);
@@ -33,11 +37,9 @@ impl ScmDatanode for DatanodeService {
     ) -> Result<Response<pb::RegisterReply>, Status> {
         let id = req.get_ref().datanode.as_ref().map_or(0, |d| d.id);
         require_node(&req, Role::Datanode, id, "Register")?;
-        self.0
-            .register(req.into_inner())
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
+        let r = convert::registration(req.get_ref()).map_err(ScmError::from)?;
+        let reply = self.0.register(r).await?;
+        Ok(Response::new(convert::registered(reply)))
     }
 
     async fn heartbeat(
@@ -45,11 +47,9 @@ impl ScmDatanode for DatanodeService {
         req: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatReply>, Status> {
         require_node(&req, Role::Datanode, req.get_ref().datanode_id, "Heartbeat")?;
-        self.0
-            .heartbeat(req.into_inner())
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
+        let b = convert::heartbeat(req.get_ref()).map_err(ScmError::from)?;
+        let reply = self.0.heartbeat(b).await?;
+        Ok(Response::new(convert::beat_reply(&reply)))
     }
 }
 
@@ -62,11 +62,9 @@ impl ScmBlock for BlockService {
         req: Request<pb::AllocateBlockRequest>,
     ) -> Result<Response<pb::AllocateBlockReply>, Status> {
         require_role(&req, &[Role::Om], "AllocateBlock")?;
-        self.0
-            .allocate_blocks(req.into_inner())
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
+        let r = convert::block_request(req.into_inner());
+        let blocks = self.0.allocate_blocks(r).await?;
+        Ok(Response::new(convert::allocated_blocks(&blocks)))
     }
 
     async fn delete_blocks(
@@ -74,10 +72,10 @@ impl ScmBlock for BlockService {
         req: Request<pb::DeleteBlocksRequest>,
     ) -> Result<Response<pb::DeleteBlocksReply>, Status> {
         require_role(&req, &[Role::Om, Role::Admin], "DeleteBlocks")?;
-        self.0
-            .delete_blocks(req.into_inner())
-            .await
-            .map(Response::new)
-            .map_err(Status::from)
+        let txn_ids = self
+            .0
+            .delete_blocks(&convert::block_ids(req.get_ref()))
+            .await?;
+        Ok(Response::new(pb::DeleteBlocksReply { txn_ids }))
     }
 }
