@@ -5,6 +5,7 @@
 use rozone_proto::om as pb;
 use rozone_proto::scm as spb;
 
+use super::args::{commit_args, key_args, key_info};
 use super::namespace::{list_arg, must_bucket, name, page};
 use crate::convert::{self, allocated_pb};
 use crate::error::OmError;
@@ -17,12 +18,6 @@ use crate::state::{key_path, read, OmRequest, OmResponse, Refusal};
 const MAX_EXCLUDES: usize = 1000;
 /// Longest checksum string.
 const MAX_CHECKSUM: usize = 256;
-
-pub(super) fn key_args(volume: &str, bucket: &str, key: &str) -> Result<(), OmError> {
-    name("volume", volume)?;
-    name("bucket", bucket)?;
-    check_key_name(key).map_err(OmError::InvalidName)
-}
 
 fn unexpected(r: OmResponse) -> OmError {
     OmError::Internal(format!("unexpected state machine response {r:?}"))
@@ -216,7 +211,7 @@ pub async fn commit_key(
         key: r.key,
         client_id: r.client_id,
     };
-    let s3 = super::s3::commit_args(r.s3, r.condition)?;
+    let s3 = commit_args(r.s3, r.condition)?;
     let req = match s3 {
         None => OmRequest::CommitKey {
             id,
@@ -239,7 +234,7 @@ pub async fn commit_key(
         OmResponse::KeyCommitted(k) => {
             let db = n.group.db();
             Ok(pb::CommitKeyReply {
-                key: Some(super::s3::key_info(&db, &k)?),
+                key: Some(key_info(&db, &k)?),
             })
         }
         other => Err(unexpected(other)),
@@ -261,7 +256,7 @@ pub async fn lookup_key(
         .into());
     };
     Ok(pb::LookupKeyReply {
-        key: Some(super::s3::key_info(&db, &k)?),
+        key: Some(key_info(&db, &k)?),
         read_info: Some(info),
     })
 }
@@ -285,7 +280,7 @@ pub async fn list_keys(n: &OmNode, r: pb::ListKeysRequest) -> Result<pb::ListKey
     Ok(pb::ListKeysReply {
         keys: ks
             .iter()
-            .map(|k| super::s3::key_info(&db, k))
+            .map(|k| key_info(&db, k))
             .collect::<Result<_, _>>()?,
         truncated,
         read_info: Some(info),

@@ -5,6 +5,7 @@
 //! `From<OmError> for Status`.
 
 pub mod admin;
+pub mod args;
 pub mod keys;
 pub mod multipart;
 pub mod namespace;

@@ -3,9 +3,8 @@
 
 use rozone_proto::om as pb;
 
-use super::keys::key_args;
+use super::args::{commit_args, condition, field, key_args, key_info};
 use super::namespace::{list_arg, name, page};
-use super::s3::{commit_args, condition, field, key_info};
 use crate::convert;
 use crate::error::OmError;
 use crate::node::{now_ms, OmNode};
