@@ -117,19 +117,22 @@ impl Datanode {
                     .add_service(snap_svc)
                     .add_service(peer),
                 raft_l,
-                &stop,
+                security.connection_cap(),
+&stop,
             ),
             spawn_router(
                 "container",
                 security.server()?.add_service(container),
                 container_l,
-                &stop,
+                security.connection_cap(),
+&stop,
             ),
             spawn_router(
                 "replication",
                 security.server()?.add_service(repl),
                 repl_l,
-                &stop,
+                security.connection_cap(),
+&stop,
             ),
         ];
         let link = Arc::new(LinkStatus::default());

@@ -124,13 +124,15 @@ impl ScmServer {
                     .add_service(raft)
                     .add_service(snap.clone()),
                 peer_l,
-                &stop,
+                security.connection_cap(),
+&stop,
             ),
             rozone_raft::server::spawn_router(
                 "checkpoint",
                 security.server()?.add_service(snap),
                 cp_l,
-                &stop,
+                security.connection_cap(),
+&stop,
             ),
             rozone_raft::server::spawn_router(
                 "client",
@@ -141,7 +143,8 @@ impl ScmServer {
                     .add_service(ScmBlockServer::new(BlockService(node.clone())))
                     .add_service(ScmAdminServer::new(AdminService(node.clone()))),
                 client_l,
-                &stop,
+                security.connection_cap(),
+&stop,
             ),
             crate::leader::background::spawn(node.clone(), stop.clone()),
         ];

@@ -14,7 +14,7 @@ use rozone_types::BlockId;
 
 use super::{Pipeline, PipelineRequest};
 use crate::error::DnError;
-use crate::store::blocking;
+use crate::store::{blocking, offload};
 use crate::store::write::StagedFile;
 use crate::types::{BlockData, ChunkInfo, MAX_BLOCK};
 
@@ -119,7 +119,8 @@ impl StreamWrite {
             ));
         }
         self.sum.update(data);
-        self.staged.append(data)
+        let staged = &mut self.staged;
+        offload(|| staged.append(data))
     }
 
     /// Bytes staged so far.
