@@ -70,7 +70,11 @@ impl HealthSource for DatanodeHealth {
         let (mut cap, mut used, mut rem) = (0u64, 0u64, 0u64);
         // statvfs per volume: off the async worker.
         for (c, u, r) in crate::store::offload(|| {
-            node.store.volumes().iter().map(|v| v.space()).collect::<Vec<_>>()
+            node.store
+                .volumes()
+                .iter()
+                .map(|v| v.space())
+                .collect::<Vec<_>>()
         }) {
             cap += c;
             used += u;

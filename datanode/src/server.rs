@@ -118,21 +118,21 @@ impl Datanode {
                     .add_service(peer),
                 raft_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
             spawn_router(
                 "container",
                 security.server()?.add_service(container),
                 container_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
             spawn_router(
                 "replication",
                 security.server()?.add_service(repl),
                 repl_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
         ];
         let link = Arc::new(LinkStatus::default());

@@ -125,8 +125,8 @@ async fn a_member_caught_up_by_snapshot_marks_skipped_containers_unhealthy_and_n
 /// here: nothing to close" and the full replicas stayed OPEN (timed out waiting for CLOSED),
 /// so the SCM would have kept the container CLOSING for good.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_members_holding_it(
-) {
+async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_members_holding_it()
+{
     let mut c = Cluster::start_with(3, |cfg| cfg.raft.max_in_snapshot_log_to_keep = 0).await;
     let leader = c.create_pipeline(1, &[0, 1, 2]).await;
     let victim = (leader + 1) % 3;
@@ -137,8 +137,12 @@ async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_m
     // Container 2 is created and written while the victim is down; the log is purged.
     c.nodes[victim].stop().await;
     let mut l = c.client(leader);
-    l.write_block(2, 1, 1, &bytes(21, 9000), 4096).await.unwrap();
-    l.write_block(2, 1, 2, &bytes(22, 5000), 4096).await.unwrap();
+    l.write_block(1, 2, 1, &bytes(21, 9000), 4096)
+        .await
+        .unwrap();
+    l.write_block(1, 2, 2, &bytes(22, 5000), 4096)
+        .await
+        .unwrap();
     c.wait_caught_up(1, leader, other).await;
     let g = c.nodes[leader].dn().pipelines.get(1).unwrap().group.clone();
     let upto = g.snapshot_now(WAIT).await.unwrap();
@@ -152,7 +156,10 @@ async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_m
     c.nodes[victim].start().await;
     c.wait_caught_up(1, leader, victim).await;
     let vp = c.nodes[victim].dn().pipelines.get(1).unwrap();
-    assert!(vp.group.snapshot_stats().installs >= 1, "caught up by snapshot");
+    assert!(
+        vp.group.snapshot_stats().installs >= 1,
+        "caught up by snapshot"
+    );
     assert!(vp.state.snapshot_gap());
     assert!(c.nodes[victim].dn().store.descriptor(2).is_none());
     drop(vp);
@@ -160,7 +167,13 @@ async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_m
     c.nodes[victim].stop().await;
     c.nodes[victim].start().await;
     c.wait_caught_up(1, leader, victim).await;
-    assert!(c.nodes[victim].dn().pipelines.get(1).unwrap().state.snapshot_gap());
+    assert!(c.nodes[victim]
+        .dn()
+        .pipelines
+        .get(1)
+        .unwrap()
+        .state
+        .snapshot_gap());
 
     // The victim becomes the pipeline's leader.
     g.transfer_leader(victim_id).await.unwrap();
@@ -239,7 +252,9 @@ async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_m
         assert!(p.state.is_healthy(), "{:?}", p.state.unhealthy_reason());
     }
     let mut v = c.client(victim);
-    v.write_block(3, 1, 1, &bytes(31, 3000), 4096).await.unwrap();
+    v.write_block(1, 3, 1, &bytes(31, 3000), 4096)
+        .await
+        .unwrap();
     for i in [leader, other] {
         c.wait_caught_up(1, victim, i).await;
         let d = c.client(i).container(3).await.unwrap();

@@ -258,14 +258,12 @@ async fn own_connection(
     c: &Cluster,
     i: usize,
 ) -> Result<ContainerClient<tonic::transport::Channel>, String> {
-    let ch = tonic::transport::Endpoint::from_shared(format!(
-        "http://{}",
-        c.nodes[i].container_addr()
-    ))
-    .unwrap()
-    .connect()
-    .await
-    .map_err(|e| format!("connect: {e}"))?;
+    let ch =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", c.nodes[i].container_addr()))
+            .unwrap()
+            .connect()
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
     let mut cl = ContainerClient::new(ch);
     answered(&mut cl).await?;
     Ok(cl)
@@ -321,5 +319,10 @@ async fn calls_beyond_the_stream_limit_of_a_connection_wait_and_are_all_answered
     });
     let results = futures::future::join_all(calls).await;
     let failed: Vec<_> = results.into_iter().filter_map(Result::err).collect();
-    assert!(failed.is_empty(), "{} calls failed: {:?}", failed.len(), failed.first());
+    assert!(
+        failed.is_empty(),
+        "{} calls failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
 }

@@ -116,9 +116,15 @@ impl OmServer {
                 security.server()?.add_service(raft).add_service(snap),
                 peer_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
-            rozone_raft::server::spawn_router("client", client, client_l, security.connection_cap(), &stop),
+            rozone_raft::server::spawn_router(
+                "client",
+                client,
+                client_l,
+                security.connection_cap(),
+                &stop,
+            ),
         ];
         let http = rozone_telemetry::http::serve_http(
             config.http.addr,

@@ -125,14 +125,14 @@ impl ScmServer {
                     .add_service(snap.clone()),
                 peer_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
             rozone_raft::server::spawn_router(
                 "checkpoint",
                 security.server()?.add_service(snap),
                 cp_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
             rozone_raft::server::spawn_router(
                 "client",
@@ -144,7 +144,7 @@ impl ScmServer {
                     .add_service(ScmAdminServer::new(AdminService(node.clone()))),
                 client_l,
                 security.connection_cap(),
-&stop,
+                &stop,
             ),
             crate::leader::background::spawn(node.clone(), stop.clone()),
         ];
