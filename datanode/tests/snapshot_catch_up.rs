@@ -156,13 +156,16 @@ async fn a_leader_caught_up_by_snapshot_closes_a_container_it_never_saw_on_the_m
     c.nodes[victim].start().await;
     c.wait_caught_up(1, leader, victim).await;
     let vp = c.nodes[victim].dn().pipelines.get(1).unwrap();
-    assert!(
-        vp.group.snapshot_stats().installs >= 1,
-        "caught up by snapshot"
-    );
-    assert!(vp.state.snapshot_gap());
+    // The install counter and the mark move at the end of the install, which may come
+    // after the applied index is reported: wait for them.
+    let p = vp.clone();
+    wait_until("victim caught up by snapshot and marked", || {
+        let p = p.clone();
+        async move { (p.group.snapshot_stats().installs >= 1 && p.state.snapshot_gap()).then_some(()) }
+    })
+    .await;
     assert!(c.nodes[victim].dn().store.descriptor(2).is_none());
-    drop(vp);
+    drop((vp, p));
     // A restart keeps the mark (it is in pipeline.json).
     c.nodes[victim].stop().await;
     c.nodes[victim].start().await;
