@@ -138,15 +138,22 @@ impl Executor {
     /// the pipeline, `force` quasi-closes the local replica.
     ///
     /// A container the leader never wrote (SCM opens containers when it hands out blocks,
-    /// and a block may never be written) has nothing to close: proposing the close anyway
-    /// would fail its apply with `CONTAINER_NOT_FOUND` on every member and poison a healthy
-    /// pipeline. Only the write stage creates a container and the leader runs every write
-    /// stage, so "no descriptor and no tombstone here" means no member holds it. A deleted
+    /// and a block may never be written) has nothing to close. Only the write stage creates
+    /// a container and a leader whose log held every entry ran every write stage, so "no
+    /// descriptor and no tombstone here" means no member holds it: no entry is proposed.
+    /// A leader that ever caught up by snapshot skipped entries — possibly the container's
+    /// creation — while the other members may hold it, so it proposes the close anyway; the
+    /// apply closes the container where it exists and is a no-op (never a poisoning
+    /// refusal) on members that never held it, so the container reaches CLOSED. A deleted
     /// container keeps its tombstone, so a close for it still goes through the log and is
     /// refused there (the replay guard).
     async fn close_container(&self, cid: u64, pipeline: u64, force: bool) -> Result<(), DnError> {
         match self.pipelines.get(pipeline) {
-            Ok(p) if p.group.is_ready_leader() && self.store.descriptor(cid).is_none() => {
+            Ok(p)
+                if p.group.is_ready_leader()
+                    && self.store.descriptor(cid).is_none()
+                    && !p.state.snapshot_gap() =>
+            {
                 tracing::info!(
                     container_id = cid,
                     pipeline_id = pipeline,

@@ -68,8 +68,14 @@ impl HealthSource for DatanodeHealth {
             ps.iter().filter(|p| p.group.is_ready_leader()).count(),
         );
         let (mut cap, mut used, mut rem) = (0u64, 0u64, 0u64);
-        for v in node.store.volumes() {
-            let (c, u, r) = v.space();
+        // statvfs per volume: off the async worker.
+        for (c, u, r) in crate::store::offload(|| {
+            node.store
+                .volumes()
+                .iter()
+                .map(|v| v.space())
+                .collect::<Vec<_>>()
+        }) {
             cap += c;
             used += u;
             rem += r;

@@ -18,7 +18,7 @@ use rozone_types::codes::DnCode;
 use crate::clients::Clients;
 use crate::convert::block_from;
 use crate::error::DnError;
-use crate::store::{container_checksum, volume, ContainerStore};
+use crate::store::{container_checksum, offload, volume, ContainerStore};
 use crate::types::{block_range_end, BlockData, Descriptor};
 
 /// Pulls container `cid` from the first source that delivers a verified copy and imports it.
@@ -60,7 +60,7 @@ struct Staged {
 impl Drop for Staged {
     fn drop(&mut self) {
         if !self.done {
-            volume::remove(&self.dir);
+            offload(|| volume::remove(&self.dir));
         }
     }
 }
@@ -89,7 +89,9 @@ async fn pull_from(
         dir: store.volumes()[vi].tmp_path(&format!("import-{cid}")),
         done: false,
     };
-    std::fs::create_dir_all(staged.dir.join("chunks"))
+    // File work in this loop runs through `offload`: a slow disk must not stall the
+    // async worker (heartbeats, Raft, other requests share it).
+    offload(|| std::fs::create_dir_all(staged.dir.join("chunks")))
         .map_err(|e| DnError::io("create staging dir", e))?;
     let mut client = clients
         .replication(src)
@@ -131,7 +133,7 @@ async fn pull_from(
             Some(Msg::Piece(p)) => {
                 check_rel(&p.path, &blocks)?;
                 if open.as_ref().is_none_or(|o| o.0 != p.path) {
-                    let f = std::fs::File::create(staged.dir.join(&p.path))
+                    let f = offload(|| std::fs::File::create(staged.dir.join(&p.path)))
                         .map_err(|e| DnError::io("stage file", e))?;
                     open = Some((p.path.clone(), f, 0, 0));
                 }
@@ -147,8 +149,7 @@ async fn pull_from(
                 // A block file never reaches MAX_BLOCK: a source sending more is refused
                 // before the bytes land.
                 let end = block_range_end(&p.path, o.2, p.data.len() as u64)?;
-                o.1.write_all(&p.data)
-                    .map_err(|e| DnError::io("stage file", e))?;
+                offload(|| o.1.write_all(&p.data)).map_err(|e| DnError::io("stage file", e))?;
                 o.2 = end;
                 o.3 = crc32c_append(o.3, &p.data);
             }
@@ -165,8 +166,7 @@ async fn pull_from(
                         ),
                     ));
                 }
-                o.1.sync_all()
-                    .map_err(|e| DnError::io("sync staged file", e))?;
+                offload(|| o.1.sync_all()).map_err(|e| DnError::io("sync staged file", e))?;
                 files += 1;
             }
             Some(Msg::Trailer(t)) => trailer = Some(t),

@@ -49,7 +49,13 @@ fn timed<T>(msg: T) -> tonic::Request<T> {
 }
 
 impl ScmLink {
+    /// Asks each volume's filesystem for its space (statvfs): through `offload`, so a slow
+    /// disk does not stall the async worker.
     fn node_report(&self) -> spb::NodeReport {
+        crate::store::offload(|| self.node_report_now())
+    }
+
+    fn node_report_now(&self) -> spb::NodeReport {
         spb::NodeReport {
             storage: self
                 .store

@@ -117,18 +117,21 @@ impl Datanode {
                     .add_service(snap_svc)
                     .add_service(peer),
                 raft_l,
+                security.connection_cap(),
                 &stop,
             ),
             spawn_router(
                 "container",
                 security.server()?.add_service(container),
                 container_l,
+                security.connection_cap(),
                 &stop,
             ),
             spawn_router(
                 "replication",
                 security.server()?.add_service(repl),
                 repl_l,
+                security.connection_cap(),
                 &stop,
             ),
         ];

@@ -233,3 +233,72 @@ async fn enospc_on_a_real_full_filesystem_answers_disk_full_and_recovers_once_sp
     l.write_block(1, 1, 2, &data, 64 << 10).await.unwrap();
     assert_eq!(l.read_block(1, 2).await.unwrap().0, data);
 }
+
+/// A slow disk stalls only the work waiting for it (issue 13, item 2): with every member's
+/// apply stage stuck in the disk (the `dn-apply` failpoint paused) and only two async
+/// workers for three datanodes, heartbeats keep reaching the SCM and reads are answered;
+/// the stalled write completes once the disk answers again.
+///
+/// Fails on 0e32de5 (main) with only the failpoint added: the apply ran on the async
+/// workers, the paused applies took both, every datanode stopped heartbeating, and only the
+/// watchdog thread ended the pause (after 20 s): "heartbeats stalled with the disk".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_apply_stalls_neither_heartbeats_nor_reads() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let c = Cluster::start(3).await;
+    let leader = c.create_pipeline(1, &[0, 1, 2]).await;
+    let mut l = c.client(leader);
+    let data = bytes(1, 5000);
+    l.write_block(1, 1, 1, &data, 4096).await.unwrap();
+    for i in 0..3 {
+        c.wait_caught_up(1, leader, i).await;
+    }
+
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    fail::cfg_callback("dn-apply-hit", move || {
+        h.fetch_add(1, Ordering::SeqCst);
+    })
+    .unwrap();
+    fail::cfg("dn-apply", "pause").unwrap();
+    // If the runtime stalls, nothing on it can end the pause: a plain thread does, late,
+    // and says so.
+    let released_late = Arc::new(AtomicBool::new(false));
+    let (done, wait_done) = std::sync::mpsc::channel::<()>();
+    let late = released_late.clone();
+    let watchdog = std::thread::spawn(move || {
+        if wait_done.recv_timeout(Duration::from_secs(20)).is_err() {
+            late.store(true, Ordering::SeqCst);
+            fail::remove("dn-apply");
+        }
+    });
+
+    let mut w = c.client(leader);
+    let stalled = tokio::spawn(async move { w.write_chunk(1, 1, 2, 0, &bytes(2, 3000)).await });
+    let h = hits.clone();
+    wait_until("two members' applies stuck in the disk", || {
+        let h = h.clone();
+        async move { (h.load(Ordering::SeqCst) >= 2).then_some(()) }
+    })
+    .await;
+    let before = c.scm.state().heartbeats;
+    wait_until("heartbeats while the applies are stuck", || async {
+        (c.scm.state().heartbeats >= before + 15).then_some(())
+    })
+    .await;
+    assert_eq!(l.read_block(1, 1).await.unwrap().0, data);
+    assert!(
+        !released_late.load(Ordering::SeqCst),
+        "heartbeats stalled with the disk"
+    );
+    assert!(!stalled.is_finished(), "the write waits for its apply");
+
+    fail::remove("dn-apply");
+    fail::remove("dn-apply-hit");
+    let _ = done.send(());
+    watchdog.join().unwrap();
+    stalled.await.unwrap().unwrap();
+}

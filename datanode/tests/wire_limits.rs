@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use rozone_proto::datanode as pb;
+use rozone_proto::datanode::container_client::ContainerClient;
 use rozone_proto::datanode::pipeline_data_client::PipelineDataClient;
 use rozone_types::codes::DnCode;
 
@@ -249,4 +250,79 @@ async fn pull_raw(node: &Node, lid: u64, len: u64) -> Vec<u8> {
     let mut r = pull(0, len);
     r.block_id = Some(bid(1, lid));
     peer(node).pull_chunk(r).await.unwrap().into_inner().data
+}
+
+/// A connection of its own (`connect`, not lazy) to node `i`'s container port; `Err` when
+/// the connection or its first call fails at the transport level.
+async fn own_connection(
+    c: &Cluster,
+    i: usize,
+) -> Result<ContainerClient<tonic::transport::Channel>, String> {
+    let ch =
+        tonic::transport::Endpoint::from_shared(format!("http://{}", c.nodes[i].container_addr()))
+            .unwrap()
+            .connect()
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+    let mut cl = ContainerClient::new(ch);
+    answered(&mut cl).await?;
+    Ok(cl)
+}
+
+/// One call; `Ok` when the datanode itself answered (container 99 does not exist).
+async fn answered(cl: &mut ContainerClient<tonic::transport::Channel>) -> Result<(), String> {
+    match cl
+        .get_container(pb::GetContainerRequest { container_id: 99 })
+        .await
+    {
+        Err(s) if code(&s) == Some(DnCode::ContainerNotFound) => Ok(()),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+/// `rpc.max_connections` caps the connections one port holds: one over the cap is closed
+/// at once (its caller gets a transport error, never a hang), the connections already
+/// held keep being served, and once one of them ends a new connection is served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_connection_over_rpc_max_connections_is_closed_and_held_ones_are_still_served() {
+    let c = Cluster::start_with(1, |cfg| cfg.rpc.max_connections = 2).await;
+    let mut a = own_connection(&c, 0).await.unwrap();
+    let b = own_connection(&c, 0).await.unwrap();
+    let refused = tokio::time::timeout(WAIT, own_connection(&c, 0))
+        .await
+        .expect("a connection over the cap is answered at once, not left hanging");
+    assert!(refused.is_err(), "a third connection was served");
+    answered(&mut a).await.unwrap();
+    drop(b);
+    let _c = wait_until("a new connection served once one ended", || async {
+        own_connection(&c, 0).await.ok()
+    })
+    .await;
+    answered(&mut a).await.unwrap();
+}
+
+/// A client keeping more calls open on one connection than `rpc.max_streams_per_connection`
+/// allows is not refused: the server announces the limit (HTTP/2 SETTINGS) and the client
+/// (tonic/h2, every rozone client) queues the calls beyond it, so all of them are answered
+/// and none is cancelled (docs/security.md says what happens to a client ignoring it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn calls_beyond_the_stream_limit_of_a_connection_wait_and_are_all_answered() {
+    let c = Cluster::start_with(1, |cfg| {
+        cfg.rpc.max_streams_per_connection = 4;
+        cfg.rpc.max_requests_per_connection = 1024;
+    })
+    .await;
+    let cl = own_connection(&c, 0).await.unwrap();
+    let calls = (0..200).map(|_| {
+        let mut cl = cl.clone();
+        async move { answered(&mut cl).await }
+    });
+    let results = futures::future::join_all(calls).await;
+    let failed: Vec<_> = results.into_iter().filter_map(Result::err).collect();
+    assert!(
+        failed.is_empty(),
+        "{} calls failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
 }

@@ -115,9 +115,16 @@ impl OmServer {
                 "peer",
                 security.server()?.add_service(raft).add_service(snap),
                 peer_l,
+                security.connection_cap(),
                 &stop,
             ),
-            rozone_raft::server::spawn_router("client", client, client_l, &stop),
+            rozone_raft::server::spawn_router(
+                "client",
+                client,
+                client_l,
+                security.connection_cap(),
+                &stop,
+            ),
         ];
         let http = rozone_telemetry::http::serve_http(
             config.http.addr,

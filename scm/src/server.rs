@@ -124,12 +124,14 @@ impl ScmServer {
                     .add_service(raft)
                     .add_service(snap.clone()),
                 peer_l,
+                security.connection_cap(),
                 &stop,
             ),
             rozone_raft::server::spawn_router(
                 "checkpoint",
                 security.server()?.add_service(snap),
                 cp_l,
+                security.connection_cap(),
                 &stop,
             ),
             rozone_raft::server::spawn_router(
@@ -141,6 +143,7 @@ impl ScmServer {
                     .add_service(ScmBlockServer::new(BlockService(node.clone())))
                     .add_service(ScmAdminServer::new(AdminService(node.clone()))),
                 client_l,
+                security.connection_cap(),
                 &stop,
             ),
             crate::leader::background::spawn(node.clone(), stop.clone()),

@@ -9,6 +9,13 @@ use crate::Problems;
 crate::config_struct! {
     /// Limits of every gRPC server of this process (client, peer, replication ports).
     pub struct RpcSection {
+        /// Connections one server (port) holds at once. One more is accepted
+        /// and closed at once (the caller sees the connection reset and
+        /// retries), so a caller opening connections in a loop cannot run the
+        /// process out of memory or file descriptors. Keep it below the
+        /// process's open-file limit; a cluster needs about one connection per
+        /// peer process and client on each port.
+        pub max_connections: usize = 4096,
         /// Requests one connection may have in progress at once. More are
         /// refused at once with RESOURCE_EXHAUSTED instead of queueing, so a
         /// flood from one caller cannot pile up memory; clients retry.
@@ -36,6 +43,9 @@ crate::config_struct! {
 impl RpcSection {
     /// Records what is wrong with `[rpc]`.
     pub fn check(&self, problems: &mut Problems) {
+        problems.check(self.max_connections > 0, || {
+            "rpc.max_connections must be above 0".into()
+        });
         problems.check(self.max_requests_per_connection > 0, || {
             "rpc.max_requests_per_connection must be above 0".into()
         });

@@ -8,7 +8,8 @@ use rozone_proto::raft::snapshot_service_server::SnapshotServiceServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
-use rozone_rpc::{Role, Security};
+use rozone_rpc::conns::Capped;
+use rozone_rpc::{ConnectionCap, Role, Security};
 
 use crate::registry::GroupRegistry;
 use crate::service::{RaftServiceImpl, SnapshotServiceImpl};
@@ -44,17 +45,22 @@ pub fn peer_services(
     )
 }
 
-/// Accepted connections with Nagle's algorithm off: `Server::tcp_nodelay` does not reach
+/// Accepted connections with Nagle's algorithm off (`Server::tcp_nodelay` does not reach
 /// sockets of a custom incoming stream, and Nagle plus delayed ACKs adds ~40 ms to every
-/// small Raft message.
+/// small Raft message), at most `cap` at once: one over it is closed at once and never
+/// reaches the server.
 pub fn nodelay_incoming(
     listener: TcpListener,
-) -> impl futures::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    cap: ConnectionCap,
+) -> impl futures::Stream<Item = std::io::Result<Capped<tokio::net::TcpStream>>> {
     use futures::StreamExt;
-    TcpListenerStream::new(listener).map(|s| {
-        let s = s?;
-        s.set_nodelay(true)?;
-        Ok(s)
+    TcpListenerStream::new(listener).filter_map(move |s| {
+        // Errors go to the server as before (it logs them and keeps accepting).
+        let r = match s.and_then(|s| s.set_nodelay(true).map(|()| s)) {
+            Err(e) => Some(Err(e)),
+            Ok(s) => cap.admit(s).map(Ok),
+        };
+        std::future::ready(r)
     })
 }
 
@@ -72,23 +78,28 @@ pub async fn serve_peer(
         .server()?
         .add_service(raft)
         .add_service(snap)
-        .serve_with_incoming_shutdown(nodelay_incoming(listener), shutdown)
+        .serve_with_incoming_shutdown(
+            nodelay_incoming(listener, security.connection_cap()),
+            shutdown,
+        )
         .await?;
     Ok(())
 }
 
-/// Serves `router` on `listener` (Nagle off) until `stop` is cancelled, as a task; a server
+/// Serves `router` on `listener` (Nagle off, at most `cap` connections: see
+/// [`rozone_rpc::Security::connection_cap`]) until `stop` is cancelled, as a task; a server
 /// that fails is logged under `name`. Every daemon's gRPC listeners run this way.
 pub fn spawn_router(
     name: &'static str,
     router: tonic::transport::server::Router,
     listener: TcpListener,
+    cap: ConnectionCap,
     stop: &tokio_util::sync::CancellationToken,
 ) -> tokio::task::JoinHandle<()> {
     let stop = stop.clone();
     tokio::spawn(async move {
         let r = router
-            .serve_with_incoming_shutdown(nodelay_incoming(listener), async move {
+            .serve_with_incoming_shutdown(nodelay_incoming(listener, cap), async move {
                 stop.cancelled().await
             })
             .await;

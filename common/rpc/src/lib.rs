@@ -20,6 +20,7 @@
 
 pub mod auth;
 pub mod channel;
+pub mod conns;
 pub mod error;
 pub mod limits;
 pub mod pki;
@@ -28,6 +29,7 @@ pub mod tls;
 
 pub use auth::{Caller, Role};
 pub use channel::ChannelFactory;
+pub use conns::ConnectionCap;
 pub use error::RpcError;
 pub use limits::ServerLimits;
 pub use ring::{RetryPolicy, Ring};

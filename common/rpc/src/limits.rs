@@ -2,7 +2,8 @@
 //! caller can pile up memory or tie up the process: at most so many calls in progress per
 //! connection (more are refused at once, not queued), so many HTTP/2 streams per
 //! connection, a deadline on every handler, and keepalive pings that close connections to
-//! callers that stopped answering. HTTP/2 flow control (a 64 KiB window per stream unless
+//! callers that stopped answering, and at most so many connections per server
+//! ([`crate::conns`], applied to the accepted sockets, not by the builder). HTTP/2 flow control (a 64 KiB window per stream unless
 //! the server raises it) bounds what a connection may send ahead of a handler.
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use tonic::transport::Server;
 /// The server limits of one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerLimits {
+    pub max_connections: usize,
     pub max_requests_per_connection: usize,
     pub max_streams_per_connection: u32,
     pub request_timeout: Duration,
@@ -29,6 +31,7 @@ impl Default for ServerLimits {
 impl From<&RpcSection> for ServerLimits {
     fn from(r: &RpcSection) -> Self {
         Self {
+            max_connections: r.max_connections,
             max_requests_per_connection: r.max_requests_per_connection,
             max_streams_per_connection: r.max_streams_per_connection,
             request_timeout: r.request_timeout,

@@ -185,6 +185,12 @@ impl Security {
         self
     }
 
+    /// A fresh connection cap for one server of this process (`rpc.max_connections`):
+    /// each server (port) counts its own connections.
+    pub fn connection_cap(&self) -> crate::ConnectionCap {
+        crate::ConnectionCap::new(self.limits.max_connections)
+    }
+
     /// Refuses a certificate issued for another process (a copy-paste of the wrong file):
     /// a daemon's certificate must name its own role and node id.
     pub fn check_identity(&self, role: crate::Role, id: u64) -> Result<(), RpcError> {

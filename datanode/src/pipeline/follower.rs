@@ -23,7 +23,7 @@ use super::logic::PipelineRequest;
 use super::Pipeline;
 use crate::clients::Clients;
 use crate::error::DnError;
-use crate::store::{blocking, ContainerStore};
+use crate::store::{blocking, offload, ContainerStore};
 use crate::types::{ChunkInfo, Member};
 
 /// Pull piece size for streamed blocks.
@@ -65,7 +65,8 @@ impl AppendHook for WriteStageHook {
                     }
                 };
                 let Some((block, chunk, streamed)) = req.data() else { continue };
-                if self.store.has_chunk(block, chunk) {
+                // Reads the block file: off the async worker.
+                if offload(|| self.store.has_chunk(block, chunk)) {
                     continue;
                 }
                 if let Err(e) = self.fetch(block, chunk, streamed).await {
@@ -168,14 +169,15 @@ impl WriteStageHook {
         block: BlockId,
         chunk: &ChunkInfo,
     ) -> Result<(), DnError> {
-        let mut staged = self.store.stage_stream(block)?;
+        let store = self.store.clone();
+        let mut staged = blocking(move || store.stage_stream(block)).await?;
         let mut sum = StreamSummer::new(chunk.checksum.kind, chunk.checksum.bytes_per_checksum);
         let mut at = 0;
         while at < chunk.len {
             let n = PIECE.min(chunk.len - at);
             let data = self.pull(m, block, at, n).await?;
             sum.update(&data);
-            staged.append(&data)?;
+            offload(|| staged.append(&data))?;
             at += n;
         }
         if sum.finish() != chunk.checksum {

@@ -14,8 +14,8 @@ use rozone_types::BlockId;
 
 use super::{Pipeline, PipelineRequest};
 use crate::error::DnError;
-use crate::store::blocking;
 use crate::store::write::StagedFile;
+use crate::store::{blocking, offload};
 use crate::types::{BlockData, ChunkInfo, MAX_BLOCK};
 
 /// How long a push to one follower may take before the leader goes on without it.
@@ -119,7 +119,8 @@ impl StreamWrite {
             ));
         }
         self.sum.update(data);
-        self.staged.append(data)
+        let staged = &mut self.staged;
+        offload(|| staged.append(data))
     }
 
     /// Bytes staged so far.

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::PipelineState;
 use crate::error::DnError;
 use crate::store::apply::Applied;
-use crate::store::ContainerStore;
+use crate::store::{offload, ContainerStore};
 use crate::types::{BlockData, ChunkInfo};
 
 /// A pipeline log entry, replicated in the sealed envelope (`rozone_raft::envelope`).
@@ -118,6 +118,23 @@ impl PipelineLogic {
                     "a stream-with-block entry must hold exactly one chunk",
                 )),
             },
+            // A container this member never held (no descriptor, not even a tombstone):
+            // nothing to close here. The leader proposes such a close when it may itself
+            // have missed the container (it caught up by snapshot) while other members hold
+            // it; refusing would poison a pipeline whose members are all fine. Not holding
+            // the container, this member never reports it, so the SCM counts only the
+            // members that closed it and re-replicates. A tombstone still refuses (below).
+            PipelineRequest::CloseContainer { container_id }
+                if self.store.descriptor(*container_id).is_none() =>
+            {
+                tracing::info!(
+                    pipeline_id = self.pipeline_id,
+                    container_id,
+                    index,
+                    "close of a container this member never held: nothing to close here"
+                );
+                Ok(Applied::AlreadyApplied { bcsid: 0 })
+            }
             PipelineRequest::CloseContainer { container_id } => {
                 self.store.apply_close(index, *container_id)
             }
@@ -154,16 +171,32 @@ impl StateMachineLogic for PipelineLogic {
         req: PipelineRequest,
     ) -> io::Result<PipelineResponse> {
         self.applied = Some(log_id.index());
-        Ok(self.apply_entry(log_id.index(), &req))
+        // The apply reads block files and writes a synced RocksDB batch: off the async
+        // worker, which the Raft tasks, heartbeats and request handlers share.
+        let index = log_id.index();
+        Ok(offload(|| {
+            // Tests: `dn-apply-hit` counts applies reaching the disk, `dn-apply` stalls them.
+            fail::fail_point!("dn-apply-hit");
+            fail::fail_point!("dn-apply");
+            self.apply_entry(index, &req)
+        }))
     }
 
     /// At open, remembers how far this member applied. After a snapshot install (the
     /// snapshot holds Raft metadata only, no container data), marks every container the
     /// skipped entries may have written as needing repair.
     fn on_load(&mut self, db: &Arc<DB>) -> io::Result<()> {
+        offload(|| self.load(db))
+    }
+}
+
+impl PipelineLogic {
+    fn load(&mut self, db: &Arc<DB>) -> io::Result<()> {
         let (applied, _) = rozone_raft::state_machine::read_applied(db)?;
         let now = applied.map(|l| l.index()).unwrap_or(0);
         if let Some(before) = self.applied.filter(|b| now > *b) {
+            // First, so that a leader this member becomes proposes closes it cannot judge.
+            self.state.mark_snapshot_gap();
             let marked = self
                 .store
                 .mark_skipped_by_snapshot(self.pipeline_id, before, now)

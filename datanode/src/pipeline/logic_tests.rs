@@ -16,6 +16,7 @@ fn setup(dir: &std::path::Path) -> PipelineLogic {
         members: vec![],
         healthy: AtomicBool::new(true),
         reason: Mutex::new(None),
+        snapshot_gap: AtomicBool::new(false),
         file: dir.join("pipeline.json"),
     });
     PipelineLogic {
@@ -118,6 +119,22 @@ fn apply_is_idempotent_by_bcsid_and_never_recreates_a_deleted_container() {
     let e = l.store.write_chunk(1, block, &c, &data).unwrap_err();
     assert_eq!(e.code, DnCode::ContainerNotFound);
     assert!(!l.state.is_healthy());
+}
+
+/// A close for a container this member never held (no descriptor, no tombstone) is a
+/// no-op that leaves the pipeline healthy: a leader that caught up by snapshot proposes
+/// such closes for containers the other members hold.
+///
+/// Fails on 0e32de5 (main): the apply refused it with CONTAINER_NOT_FOUND and marked the
+/// pipeline unhealthy.
+#[test]
+fn closing_a_container_never_held_here_is_a_no_op_that_keeps_the_pipeline_healthy() {
+    let d = tempfile::tempdir().unwrap();
+    let l = setup(d.path());
+    let r = l.apply_entry(7, &PipelineRequest::CloseContainer { container_id: 42 });
+    assert!(matches!(r, PipelineResponse::Ok { bcsid: 0, .. }), "{r:?}");
+    assert!(l.store.descriptor(42).is_none(), "nothing created");
+    assert!(l.state.is_healthy(), "{:?}", l.state.unhealthy_reason());
 }
 
 #[test]

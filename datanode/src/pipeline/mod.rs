@@ -34,6 +34,10 @@ struct PipelineFile {
     id: u64,
     members: Vec<Member>,
     unhealthy: Option<String>,
+    /// This member installed a snapshot that skipped entries since the pipeline started
+    /// (absent in files written before the field existed: false).
+    #[serde(default)]
+    snapshot_gap: bool,
 }
 
 /// Health of one pipeline on this node, persisted beside its Raft group.
@@ -42,6 +46,8 @@ pub struct PipelineState {
     pub members: Vec<Member>,
     healthy: AtomicBool,
     reason: Mutex<Option<String>>,
+    /// See [`PipelineState::mark_snapshot_gap`].
+    snapshot_gap: AtomicBool,
     file: PathBuf,
 }
 
@@ -65,13 +71,34 @@ impl PipelineState {
             *r = Some(reason.to_string());
         }
         self.healthy.store(false, Ordering::SeqCst);
+        self.persist(&r);
+    }
+
+    /// Whether this member ever skipped entries of this pipeline by installing a snapshot:
+    /// then it may lack containers the skipped entries created, and "no descriptor here"
+    /// no longer proves that no member holds a container.
+    pub fn snapshot_gap(&self) -> bool {
+        self.snapshot_gap.load(Ordering::SeqCst)
+    }
+
+    /// Records (durably: it must survive a restart) that a snapshot install skipped entries.
+    pub fn mark_snapshot_gap(&self) {
+        let r = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.snapshot_gap.swap(true, Ordering::SeqCst) {
+            self.persist(&r);
+        }
+    }
+
+    /// Writes `pipeline.json`; the caller holds the reason lock so writers never interleave.
+    fn persist(&self, reason: &Option<String>) {
         let f = PipelineFile {
             id: self.id,
             members: self.members.clone(),
-            unhealthy: r.clone(),
+            unhealthy: reason.clone(),
+            snapshot_gap: self.snapshot_gap(),
         };
-        if let Err(e) = write_file(&self.file, &f) {
-            tracing::warn!(pipeline_id = self.id, error = %e, "could not persist pipeline health");
+        if let Err(e) = crate::store::offload(|| write_file(&self.file, &f)) {
+            tracing::warn!(pipeline_id = self.id, error = %e, "could not persist pipeline state");
         }
     }
 }
@@ -208,16 +235,24 @@ impl Pipelines {
 
     /// Reopens every pipeline found on disk.
     pub async fn reopen_all(&self) -> anyhow::Result<()> {
-        std::fs::create_dir_all(&self.root)
-            .with_context(|| format!("create {}", self.root.display()))?;
-        for e in std::fs::read_dir(&self.root)? {
-            let p = e?.path().join("pipeline.json");
-            if !p.is_file() {
-                continue;
+        let files = crate::store::offload(|| -> anyhow::Result<Vec<PipelineFile>> {
+            std::fs::create_dir_all(&self.root)
+                .with_context(|| format!("create {}", self.root.display()))?;
+            let mut files = Vec::new();
+            for e in std::fs::read_dir(&self.root)? {
+                let p = e?.path().join("pipeline.json");
+                if !p.is_file() {
+                    continue;
+                }
+                let bytes = std::fs::read(&p).with_context(|| format!("read {}", p.display()))?;
+                files.push(
+                    serde_json::from_slice(&bytes)
+                        .with_context(|| format!("parse {}", p.display()))?,
+                );
             }
-            let bytes = std::fs::read(&p).with_context(|| format!("read {}", p.display()))?;
-            let f: PipelineFile =
-                serde_json::from_slice(&bytes).with_context(|| format!("parse {}", p.display()))?;
+            Ok(files)
+        })?;
+        for f in files {
             self.start_group(f, false).await?;
         }
         Ok(())
@@ -239,6 +274,7 @@ impl Pipelines {
             id,
             members,
             unhealthy: None,
+            snapshot_gap: false,
         };
         self.start_group(f, true)
             .await
@@ -247,11 +283,14 @@ impl Pipelines {
 
     async fn start_group(&self, f: PipelineFile, fresh: bool) -> anyhow::Result<()> {
         let dir = self.dir(f.id);
-        std::fs::create_dir_all(&dir)?;
         let file = dir.join("pipeline.json");
-        if fresh {
-            write_file(&file, &f)?;
-        }
+        crate::store::offload(|| {
+            std::fs::create_dir_all(&dir)?;
+            if fresh {
+                write_file(&file, &f)?;
+            }
+            std::io::Result::Ok(())
+        })?;
         let me = f
             .members
             .iter()
@@ -263,6 +302,7 @@ impl Pipelines {
             members: f.members.clone(),
             healthy: AtomicBool::new(f.unhealthy.is_none()),
             reason: Mutex::new(f.unhealthy.clone()),
+            snapshot_gap: AtomicBool::new(f.snapshot_gap),
             file,
         });
         let gc = GroupConfig::new(
@@ -335,7 +375,7 @@ impl Pipelines {
         if let Some(p) = p {
             p.group.shutdown().await;
             drop(p);
-            crate::store::volume::remove(&self.dir(id));
+            crate::store::offload(|| crate::store::volume::remove(&self.dir(id)));
             tracing::info!(pipeline_id = id, "pipeline closed");
         }
         Ok(())

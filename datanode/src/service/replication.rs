@@ -16,7 +16,7 @@ use tonic::{Request, Response, Status};
 use super::node;
 use crate::error::DnError;
 use crate::node::NodeRef;
-use crate::store::ContainerStore;
+use crate::store::{blocking, ContainerStore};
 use crate::types::{BlockData, ContainerState, Descriptor};
 
 /// Bytes per streamed file piece.
@@ -128,7 +128,9 @@ impl Replication for ReplicationService {
         )?;
         let cid = req.into_inner().container_id;
         let node = node(&self.node)?;
-        let (d, blocks, dir) = exportable(&node.store, cid)?;
+        // Reads the block table: off the async worker.
+        let store = node.store.clone();
+        let (d, blocks, dir) = blocking(move || exportable(&store, cid)).await?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::task::spawn_blocking(move || send_container(d, blocks, dir, tx));
         Ok(Response::new(ReceiverStream::new(rx)))

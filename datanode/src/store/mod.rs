@@ -61,6 +61,20 @@ pub async fn blocking<T: Send + 'static>(
         .map_err(DnError::worker)?
 }
 
+/// Runs blocking work (file, fsync, database I/O) from code that cannot hand it to
+/// [`blocking`] — a synchronous trait method such as the Raft apply, or a value it cannot
+/// move — without blocking an async worker: on a multi-threaded runtime the worker first
+/// hands its other tasks to another thread (`block_in_place`), so a slow disk stalls only
+/// the task that waits for it, never heartbeats, Raft or other requests. Outside such a
+/// runtime (blocking threads, unit tests) it simply runs `f`.
+pub fn offload<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 impl ContainerStore {
     /// Opens (creating) every volume and loads its descriptors. Leftovers of interrupted
     /// writes and imports are removed; a container whose files are damaged is marked
