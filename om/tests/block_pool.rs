@@ -13,8 +13,8 @@ use rozone_client::om::Exclude;
 async fn ring_with_bucket() -> (Ring, rozone_client::om::OmClient) {
     let ring = Ring::start(1, |_| {}).await;
     let c = ring_client(&ring.client_addrs());
-    c.create_volume("v", "alice", None).await.unwrap();
-    c.create_bucket("v", "b", None).await.unwrap();
+    c.create_volume("vol", "alice", None).await.unwrap();
+    c.create_bucket("vol", "bkt", None).await.unwrap();
     (ring, c)
 }
 
@@ -32,7 +32,7 @@ async fn opens_of_unknown_length_share_scm_calls_and_never_a_block() {
             for i in 0..25 {
                 let key = format!("k{t}-{i}");
                 let open = c
-                    .open_key("v", "b", &key, 0, &Exclude::default())
+                    .open_key("vol", "bkt", &key, 0, &Exclude::default())
                     .await
                     .unwrap();
                 assert_eq!(open.blocks.len(), 1);
@@ -67,22 +67,22 @@ async fn a_key_that_fits_one_block_asks_for_its_size() {
     let (ring, c) = ring_with_bucket().await;
     let sizes = || ring.scm.sizes.lock().unwrap().clone();
     // The SCM's block size is learnt from a block of unknown length first.
-    put_key_metadata(&c, "v", "b", "first", 1 << 20)
+    put_key_metadata(&c, "vol", "bkt", "first", 1 << 20)
         .await
         .unwrap();
     assert_eq!(sizes(), vec![0]);
-    let k = put_key_metadata(&c, "v", "b", "small", 1 << 20)
+    let k = put_key_metadata(&c, "vol", "bkt", "small", 1 << 20)
         .await
         .unwrap();
     assert_eq!(k.size, 1 << 20);
     assert_eq!(sizes().last(), Some(&(1 << 20)));
     // A whole block, still one block.
-    put_key_metadata(&c, "v", "b", "whole", BLOCK)
+    put_key_metadata(&c, "vol", "bkt", "whole", BLOCK)
         .await
         .unwrap();
     assert_eq!(sizes().last(), Some(&BLOCK));
     // More than one block: blocks of unknown length (all but the last are full).
-    let k = put_key_metadata(&c, "v", "b", "big", 2 * BLOCK + 1)
+    let k = put_key_metadata(&c, "vol", "bkt", "big", 2 * BLOCK + 1)
         .await
         .unwrap();
     assert_eq!(k.blocks.len(), 3);
