@@ -118,7 +118,7 @@ impl BlockPool {
         self.scm_block_size.store(max_size, Ordering::Relaxed);
     }
 
-    /// Spare blocks now (for tests and `/metrics`).
+    /// Spare blocks now (for tests).
     pub fn spare(&self) -> usize {
         self.lock().blocks.len()
     }
