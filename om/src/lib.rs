@@ -6,6 +6,7 @@
 //! A library with a thin `main.rs`, so tests start OMs in-process ([`server::OmServer`]).
 //! Must not depend on the SCM or datanode crates (only on their wire types).
 
+pub mod block_pool;
 pub mod bootstrap;
 pub mod config;
 pub mod convert;

@@ -12,6 +12,7 @@ use rozone_raft::gate::{self, LogLimit};
 use rozone_raft::ring::MemberRole;
 use rozone_raft::{RaftGroup, RaftGroupError};
 
+use crate::block_pool::BlockPool;
 use crate::config::Config;
 use crate::error::OmError;
 use crate::scm_client::ScmClient;
@@ -52,6 +53,8 @@ pub struct OmNode {
     pub group: Arc<RaftGroup<OmLogic>>,
     pub config: Arc<Config>,
     pub scm: ScmClient,
+    /// Blocks fetched ahead for opens of unknown length ([`BlockPool`]).
+    pub blocks: BlockPool,
     pub metrics: Metrics,
     channels: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
     factory: rozone_rpc::ChannelFactory,
@@ -69,6 +72,7 @@ impl OmNode {
             group,
             config,
             scm,
+            blocks: BlockPool::default(),
             metrics: Metrics::default(),
             channels: Default::default(),
             factory,

@@ -35,9 +35,11 @@ fn excludes(lists: &[&[u64]]) -> Result<(), OmError> {
     Ok(())
 }
 
-/// Asks the SCM for `count` blocks and checks what came back.
+/// Asks the SCM for `count` blocks of `size` bytes (0: of unknown length, up to a whole
+/// block) and checks what came back.
 async fn scm_blocks(
     n: &OmNode,
+    size: u64,
     count: u32,
     exclude_datanodes: Vec<u64>,
     exclude_pipelines: Vec<u64>,
@@ -46,7 +48,7 @@ async fn scm_blocks(
     let reply = n
         .scm
         .allocate(spb::AllocateBlockRequest {
-            size: 0,
+            size,
             count,
             owner: "om".to_string(),
             exclude_datanodes,
@@ -55,11 +57,52 @@ async fn scm_blocks(
         })
         .await
         .inspect_err(|_| Metrics::inc(&n.metrics.scm_errors))?;
-    reply
+    let blocks = reply
         .blocks
         .into_iter()
         .map(AllocatedBlock::try_from)
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if size == 0 {
+        if let Some(b) = blocks.first() {
+            n.blocks.note_scm_block_size(b.max_size);
+        }
+    }
+    Ok(blocks)
+}
+
+/// Blocks for a key of `size` bytes (`count` of them). A key that fits one SCM block asks
+/// for its size, so the SCM counts that much against the container rather than a whole
+/// block; larger keys (and sizes the SCM's block size is not known to hold) ask for
+/// blocks of unknown length.
+async fn sized_blocks(
+    n: &OmNode,
+    size: u64,
+    count: u32,
+    exclude_datanodes: Vec<u64>,
+    exclude_pipelines: Vec<u64>,
+) -> Result<Vec<AllocatedBlock>, OmError> {
+    let hint = if count == 1 && size <= n.blocks.scm_block_size() {
+        size
+    } else {
+        0
+    };
+    let (xd, xp) = (exclude_datanodes.clone(), exclude_pipelines.clone());
+    match scm_blocks(n, hint, count, xd, xp, Vec::new()).await {
+        // The SCM's block size may have shrunk since it was learnt: forget it, ask again.
+        Err(OmError::Scm(_)) if hint > 0 => {
+            n.blocks.note_scm_block_size(0);
+            scm_blocks(
+                n,
+                0,
+                count,
+                exclude_datanodes,
+                exclude_pipelines,
+                Vec::new(),
+            )
+            .await
+        }
+        r => r,
+    }
 }
 
 pub async fn open_key(n: &OmNode, r: pb::OpenKeyRequest) -> Result<pb::OpenKeyReply, OmError> {
@@ -78,14 +121,21 @@ pub async fn open_key(n: &OmNode, r: pb::OpenKeyRequest) -> Result<pb::OpenKeyRe
     n.require_ready_leader()?;
     // Fail fast, before blocks are reserved, on what the state machine would refuse anyway.
     must_bucket(&n.group.db(), &r.volume, &r.bucket)?;
-    let blocks = scm_blocks(
-        n,
-        count as u32,
-        r.exclude_datanodes,
-        r.exclude_pipelines,
-        Vec::new(),
-    )
-    .await?;
+    let blocks = if r.size == 0 && r.exclude_datanodes.is_empty() && r.exclude_pipelines.is_empty()
+    {
+        // Unknown length and nothing to avoid: a block fetched ahead will do.
+        let fetch = |count| scm_blocks(n, 0, count, Vec::new(), Vec::new(), Vec::new());
+        vec![n.blocks.one(fetch).await?]
+    } else {
+        sized_blocks(
+            n,
+            r.size,
+            count as u32,
+            r.exclude_datanodes,
+            r.exclude_pipelines,
+        )
+        .await?
+    };
     // A random client id; a collision with an open key is refused by the state machine
     // (identically everywhere) and retried here with another id.
     for _ in 0..3 {
@@ -149,6 +199,7 @@ pub async fn allocate_block(
     let blocks = if read::open_key(&n.group.db(), &id)?.is_some() {
         scm_blocks(
             n,
+            0,
             count,
             r.exclude_datanodes,
             r.exclude_pipelines,

@@ -27,6 +27,8 @@ pub const BLOCK: u64 = 4 << 20;
 pub struct FakeScm {
     next_local: AtomicU64,
     pub allocated: AtomicU64,
+    /// `size` of every AllocateBlock call, in order.
+    pub sizes: Mutex<Vec<u64>>,
     pub deleted: Mutex<Vec<(u64, u64)>>,
     /// When set, AllocateBlock is refused with UNAVAILABLE (no leader hint).
     pub unavailable: std::sync::atomic::AtomicBool,
@@ -52,6 +54,15 @@ impl ScmBlock for ScmHandle {
             return Err(rozone_rpc::not_leader("fake SCM: no leader", None));
         }
         let r = req.into_inner();
+        self.sizes.lock().unwrap().push(r.size);
+        // As the real SCM: a block of unknown length (0) may hold a whole block.
+        if r.size > BLOCK {
+            return Err(Status::invalid_argument(format!(
+                "size {} exceeds the SCM block size {BLOCK}",
+                r.size
+            )));
+        }
+        let max_size = if r.size == 0 { BLOCK } else { r.size };
         let members = (1..=3)
             .map(|i| spb::DatanodeDetails {
                 id: i,
@@ -76,7 +87,7 @@ impl ScmBlock for ScmHandle {
                         leader_id: Some(1),
                         state: spb::PipelineState::PipelineOpen as i32,
                     }),
-                    max_size: BLOCK,
+                    max_size,
                 }
             })
             .collect();

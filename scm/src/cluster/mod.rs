@@ -98,6 +98,20 @@ pub struct ClusterState {
     pub deletes: BTreeMap<u64, TxnDelivery>,
     /// Round-robin position over candidate containers.
     pub next_pick: u64,
+    /// What block allocation last read of the OPEN pipelines and containers (see
+    /// [`OpenIndex`]); `None` until the first allocation of this term.
+    pub open_index: Option<std::sync::Arc<OpenIndex>>,
+}
+
+/// The OPEN pipelines and OPEN containers as one full scan found them at `built`. Block
+/// allocation picks from this instead of scanning (and decoding) every container ever
+/// created on each call; the one it picks is re-read by id before it is handed out, and the
+/// index is rebuilt once it is older than its time to live or a pick turns out stale.
+#[derive(Debug, Clone)]
+pub struct OpenIndex {
+    pub built: Instant,
+    pub pipelines: BTreeMap<u64, crate::state::PipelineInfo>,
+    pub containers: Vec<crate::state::ContainerInfo>,
 }
 
 impl ClusterState {
@@ -120,6 +134,7 @@ impl ClusterState {
             rm: RmStats::default(),
             deletes: BTreeMap::new(),
             next_pick: 0,
+            open_index: None,
         }
     }
 

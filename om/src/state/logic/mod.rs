@@ -17,7 +17,7 @@ mod open_key;
 mod s3;
 mod shared;
 #[cfg(test)]
-mod testkit;
+pub(crate) mod testkit;
 mod volume;
 
 use rozone_raft::{LogId, StateMachineLogic, Txn};
