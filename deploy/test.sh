@@ -26,9 +26,10 @@ config_check() {
     out=$(env -u ROZONE_CONFIG ${3:+ROZONE_NODE__ID=$3} "$bin_dir/rozone-$1" --config "$2" --config-check 2>&1) ||
         fail "${2#"$repo"/} (node ${3:-as set}) does not pass rozone-$1 --config-check: $out"
 }
-for d in scm om datanode; do
+for d in scm om datanode s3g; do
     config_check "$d" "$deploy/config/$d.toml"
 done
+config_check s3g "$deploy/docker/config/s3g.toml"
 for id in 1 2 3; do
     config_check scm "$deploy/docker/config/scm.toml" "$id"
     config_check om "$deploy/docker/config/om.toml" "$id"

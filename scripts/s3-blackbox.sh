@@ -10,10 +10,13 @@ set -euo pipefail
 
 bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/debug
 [ "${1:-}" = --bin-dir ] && bin_dir=${2:?--bin-dir needs a directory}
-for t in aws python3; do
-    command -v "$t" >/dev/null || { echo "s3-blackbox: $t not found (apt-get install awscli python3-boto3)" >&2; exit 1; }
+command -v aws >/dev/null || { echo "s3-blackbox: aws not found (apt-get install awscli)" >&2; exit 1; }
+# The python3 on PATH may be another install than Debian's (pyenv): use one that has boto3.
+py=
+for p in python3 /usr/bin/python3; do
+    if command -v "$p" >/dev/null && "$p" -c 'import boto3' 2>/dev/null; then py=$p; break; fi
 done
-python3 -c 'import boto3' 2>/dev/null || { echo "s3-blackbox: python3 has no boto3 (apt-get install python3-boto3)" >&2; exit 1; }
+[ -n "$py" ] || { echo "s3-blackbox: no python3 with boto3 (apt-get install python3-boto3)" >&2; exit 1; }
 
 rozone=$bin_dir/rozone
 dir=$(mktemp -d)
@@ -26,7 +29,7 @@ fail() { echo "s3-blackbox: FAIL: $*" >&2; exit 1; }
 
 "$rozone" --json dev up --detach --dir "$dir/cluster" --scms 1 --oms 1 --datanodes 3 \
     --bin-dir "$bin_dir" --ready-timeout 120s >"$dir/up.json" || fail "dev up"
-endpoint=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3_endpoint"])' "$dir/up.json")
+endpoint=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["s3_endpoint"])' "$dir/up.json")
 [ -n "$endpoint" ] || fail "no s3_endpoint"
 creds=$("$rozone" --config "$dir/cluster/client.toml" s3 getsecret --user blackbox)
 AWS_ACCESS_KEY_ID=$(sed -n 's/^awsAccessKey=//p' <<<"$creds")
@@ -58,7 +61,7 @@ if s3api put-object --bucket bbox --key once --body "$dir/tree/f2" --if-none-mat
 fi
 grep -q PreconditionFailed "$dir/err" || fail "want PreconditionFailed, got: $(cat "$dir/err")"
 
-python3 - "$endpoint" <<'PY' || fail "boto3"
+"$py" - "$endpoint" <<'PY' || fail "boto3"
 import sys, hashlib, boto3, botocore
 s3 = boto3.client("s3", endpoint_url=sys.argv[1],
                   config=botocore.config.Config(s3={"addressing_style": "path"}))

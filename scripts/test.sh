@@ -56,8 +56,12 @@ install_build_deps() {
     compgen -G '/bin/busybox' >/dev/null || compgen -G '/usr/bin/busybox' >/dev/null ||
         packages+=(busybox-static)
     command -v systemd-analyze >/dev/null || packages+=(systemd)
+    # The S3 black-box stage: real S3 clients against the gateway.
+    command -v aws >/dev/null || packages+=(awscli)
+    { python3 -c 'import boto3' || /usr/bin/python3 -c 'import boto3'; } >/dev/null 2>&1 ||
+        packages+=(python3-boto3)
     if [ ${#packages[@]} -eq 0 ]; then
-        echo "libclang, a C++ compiler, ccache, busybox and systemd-analyze are present"
+        echo "libclang, a C++ compiler, ccache, busybox, systemd-analyze, awscli and boto3 are present"
         return 0
     fi
     if [ "$(id -u)" -ne 0 ]; then
@@ -88,6 +92,8 @@ stage tests run_tests "$@"
 if cargo nextest --version >/dev/null 2>&1; then
     stage doctests cargo test --workspace --doc
 fi
+# The S3 gateway under the AWS CLI and boto3, on the binaries the tests built.
+stage s3-blackbox scripts/s3-blackbox.sh
 # Config checks, systemd units, and the compose cluster (SKIPPED without a Docker engine).
 stage deploy deploy/test.sh
 summary

@@ -21,7 +21,7 @@ tag=rozone:dev
 base=scratch
 bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/release
 busybox=${BUSYBOX:-}
-bins=(rozone rozone-scm rozone-om rozone-datanode)
+bins=(rozone rozone-scm rozone-om rozone-datanode rozone-s3g)
 
 die() {
     echo "build-image: $*" >&2
@@ -131,7 +131,7 @@ nogroup:x:65534:
 EOT
     # Service names of a compose network resolve through Docker's DNS; /etc/hosts first.
     echo 'hosts: files dns' >"$root/etc/nsswitch.conf"
-    mkdir -p "$ctx/data/scm" "$ctx/data/om" "$ctx/data/datanode"
+    mkdir -p "$ctx/data/scm" "$ctx/data/om" "$ctx/data/datanode" "$ctx/data/tls"
     cp "$here/Dockerfile.scratch" "$ctx/Dockerfile"
 }
 

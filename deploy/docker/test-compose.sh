@@ -4,9 +4,11 @@
 #
 #   1. builds the release binaries (cargo build --release: the image ships what users run;
 #      a no-op when up to date) and the image FROM scratch;
-#   2. `compose up -d` (with the spare datanode dn4) under a project name of its own, waits
-#      until every daemon is healthy;
+#   2. `compose up -d` (with the spare datanode dn4) under a project name of its own (the
+#      one-shot `certs` service makes the CA and every certificate first), waits until every
+#      daemon is healthy; a plaintext client is refused (mutual TLS everywhere);
 #   3. puts keys and gets them back byte-identical through the CLI in the client container;
+#      the S3 gateway is healthy, refuses an unsigned request, and the OM issues S3 secrets;
 #   4. stops the SCM leader, the OM leader and one datanode, keeps putting and getting;
 #   5. starts them again and waits until `admin scm roles` / `admin om roles` show every
 #      member following the leader at its applied index, `admin datanode list` every
@@ -252,8 +254,8 @@ step "up: 3 SCM, 3 OM, 3 datanodes + a spare (dn4) and the client, project $proj
 # three datanodes, one stopped means no healthy RATIS/THREE pipeline to write on.
 timeout 900 "${compose[@]}" -p "$project" -f "$here/compose.yaml" --profile spare up -d \
     >"$work/up.log" 2>&1 || fail "compose up: $(tail -n 5 "$work/up.log")"
-wait_healthy 300 scm1 scm2 scm3 om1 om2 om3 dn1 dn2 dn3 dn4
-pass "cluster up, every daemon healthy on /ready"
+wait_healthy 300 scm1 scm2 scm3 om1 om2 om3 dn1 dn2 dn3 dn4 s3g
+pass "cluster up, every daemon and the S3 gateway healthy on /ready"
 
 # ---------------------------------------------------------------------------------------
 # 3. Put and get
@@ -271,6 +273,21 @@ retry 60 roles_caught_up scm 3 >/dev/null || fail "admin scm roles: not 3 member
 retry 60 roles_caught_up om 3 >/dev/null || fail "admin om roles: not 3 members following"
 retry 60 datanodes_healthy 4 >/dev/null || fail "admin datanode list: not 4 healthy datanodes"
 pass "admin scm roles and admin om roles show 3 members each, all following; 4 datanodes healthy"
+# Mutual TLS on every port: a client without a certificate gets no answer from the OMs.
+if out=$(dc exec -T client rozone --insecure --timeout 5s admin om roles </dev/null 2>&1); then
+    fail "a plaintext client without a certificate was answered: $out"
+fi
+pass "the cluster runs mutual TLS: a plaintext client is refused"
+
+step "the S3 gateway: a user's secret from the OM, an anonymous request refused"
+secret=$(retry 60 cli s3 getsecret --user compose) || fail "rozone s3 getsecret"
+grep -q '^awsAccessKey=compose$' <<<"$secret" && grep -q '^awsSecret=.' <<<"$secret" ||
+    fail "rozone s3 getsecret printed no awsAccessKey/awsSecret lines: $secret"
+# busybox wget exits non-zero on an error status and prints it: S3's 403 for no signature.
+anon=$(dc exec -T s3g /bin/busybox wget -q -O /dev/null http://127.0.0.1:9878/ </dev/null 2>&1) &&
+    fail "an anonymous ListBuckets succeeded on the gateway"
+grep -q 403 <<<"$anon" || fail "want 403 for an anonymous ListBuckets, got: $anon"
+pass "s3 getsecret prints the user's key pair; the gateway refuses an unsigned request (403)"
 
 # ---------------------------------------------------------------------------------------
 # 4. One SCM, one OM and one datanode down

@@ -16,8 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/release
 root=
-daemons=(scm om datanode)
-bins=(rozone rozone-scm rozone-om rozone-datanode)
+daemons=(scm om datanode s3g)
+bins=(rozone rozone-scm rozone-om rozone-datanode rozone-s3g)
 
 die() {
     echo "install: $*" >&2
@@ -94,4 +94,6 @@ Next:
   3. the same for the OMs (ROZONE_OM_ARGS=--init on the first, --bootstrap on the others),
      then systemctl enable --now rozone-datanode on every datanode host
   4. journalctl -u rozone-scm -f; curl http://127.0.0.1:9876/ready
+  5. S3 gateway hosts: edit /etc/rozone/s3g.toml (s3g.om_addrs), then
+       systemctl enable --now rozone-s3g
 EOF

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the systemd side of the deployment without installing anything:
-#   1. `systemd-analyze verify` on the three unit files (ExecStart pointed at the built
+#   1. `systemd-analyze verify` on the four unit files (ExecStart pointed at the built
 #      binaries in a temporary copy, since they are not installed in /usr/local/bin here);
 #   2. Type=notify end to end with the real binaries (notify_check.py): a datanode started
 #      before any SCM reports STATUS=starting and no READY; `rozone-scm --init` sends READY=1
@@ -17,7 +17,7 @@ fail() {
     echo "systemd verify: FAILED: $*" >&2
     exit 1
 }
-for b in rozone-scm rozone-om rozone-datanode; do
+for b in rozone-scm rozone-om rozone-datanode rozone-s3g; do
     [ -x "$bin_dir/$b" ] || fail "missing $bin_dir/$b: build with  cargo build --workspace --bins"
 done
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/rozone-systemd.XXXXXX")
@@ -30,7 +30,7 @@ if command -v systemd-analyze >/dev/null 2>&1; then
     # verify prints nothing for a clean unit; any line is a finding.
     out=$(systemd-analyze verify --man=no "$tmp"/rozone-*.service 2>&1) || fail "systemd-analyze verify: $out"
     [ -z "$out" ] || fail "systemd-analyze verify: $out"
-    echo "PASS: systemd-analyze verify: rozone-scm, rozone-om, rozone-datanode units clean"
+    echo "PASS: systemd-analyze verify: rozone-scm, rozone-om, rozone-datanode, rozone-s3g units clean"
 else
     echo "SKIPPED: systemd-analyze verify (systemd-analyze not installed: apt-get install systemd)"
 fi

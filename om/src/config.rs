@@ -35,8 +35,13 @@ config_struct! {
         /// blocks given back); allocating a block extends it.
         #[serde(with = "rozone_config::duration")]
         pub open_key_expiry: Duration = Duration::from_secs(7 * 24 * 3600),
-        /// How often the leader looks for expired open keys and for deleted
-        /// blocks to hand to the SCM.
+        /// An S3 multipart upload neither completed nor aborted this long
+        /// after it was created is aborted by the leader (its parts' blocks
+        /// are deleted), as S3's AbortIncompleteMultipartUpload rule does.
+        #[serde(with = "rozone_config::duration")]
+        pub s3_upload_expiry: Duration = Duration::from_secs(7 * 24 * 3600),
+        /// How often the leader looks for expired open keys and uploads and
+        /// for deleted blocks to hand to the SCM.
         #[serde(with = "rozone_config::duration")]
         pub cleanup_interval: Duration = Duration::from_secs(60),
         /// Largest gRPC request the client port accepts.
@@ -145,6 +150,9 @@ impl DaemonConfig for Config {
         });
         problems.check(!om.open_key_expiry.is_zero(), || {
             "om.open_key_expiry must be above 0".to_string()
+        });
+        problems.check(!om.s3_upload_expiry.is_zero(), || {
+            "om.s3_upload_expiry must be above 0".to_string()
         });
         problems.check(!om.cleanup_interval.is_zero(), || {
             "om.cleanup_interval must be above 0".to_string()

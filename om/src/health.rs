@@ -101,6 +101,13 @@ impl HealthSource for OmHealth {
         );
         metric(
             &mut out,
+            "rozone_om_s3_uploads_expired_total",
+            "counter",
+            "expired multipart uploads aborted by this OM as leader",
+            get(&c.s3_uploads_expired),
+        );
+        metric(
+            &mut out,
             "rozone_om_blocks_deleted_total",
             "counter",
             "blocks handed to the SCM for deletion by this OM as leader",

@@ -40,6 +40,7 @@ pub struct Metrics {
     pub writes_refused: AtomicU64,
     pub scm_errors: AtomicU64,
     pub open_keys_expired: AtomicU64,
+    pub s3_uploads_expired: AtomicU64,
     pub blocks_deleted: AtomicU64,
 }
 

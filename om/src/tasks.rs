@@ -1,5 +1,5 @@
-//! Background work of an OM: the leader's cleanup (expired open keys are removed through
-//! the log; blocks no key refers to are handed to the SCM, then their rows are purged
+//! Background work of an OM: the leader's cleanup (expired open keys are removed and
+//! expired multipart uploads aborted through the log; blocks no key refers to are handed to the SCM, then their rows are purged
 //! through the log), and every member's watch over the Raft membership, which warns about
 //! members the local config lacks (their address from the membership is used: applying a
 //! membership change never needs the local config, so it can never crash on a gap in it).
@@ -31,6 +31,9 @@ pub async fn cleanup_loop(node: Arc<OmNode>, stop: CancellationToken) {
         if let Err(e) = expire_open_keys(&node).await {
             debug!(error = %e, "expiring open keys");
         }
+        if let Err(e) = abort_expired_uploads(&node).await {
+            debug!(error = %e, "aborting expired multipart uploads");
+        }
         if let Err(e) = hand_over_deleted_blocks(&node).await {
             debug!(error = %e, "handing deleted blocks to the SCM");
         }
@@ -57,6 +60,37 @@ pub async fn expire_open_keys(node: &OmNode) -> anyhow::Result<u64> {
         }
         other => anyhow::bail!("unexpected response {other:?}"),
     }
+}
+
+/// One round of multipart-upload expiry: uploads older than `om.s3_upload_expiry` are
+/// aborted through the log (their parts' blocks queued for deletion); returns how many.
+/// An upload completed or aborted meanwhile is refused by the apply and not counted.
+pub async fn abort_expired_uploads(node: &OmNode) -> anyhow::Result<u64> {
+    let expiry = u64::try_from(node.config.om.s3_upload_expiry.as_millis()).unwrap_or(u64::MAX);
+    let Some(created_before) = now_ms().checked_sub(expiry) else {
+        return Ok(0);
+    };
+    let uploads = read::expired_uploads(&node.group.db(), created_before, BATCH)?;
+    let mut aborted = 0;
+    for upload in uploads {
+        let shown = format!("{}/{}/{}", upload.volume, upload.bucket, upload.key);
+        let id = upload.upload_id.clone();
+        match node.propose(OmRequest::S3AbortUpload { upload }).await? {
+            OmResponse::S3UploadAborted => {
+                aborted += 1;
+                info!(key = %shown, upload_id = %id, "expired multipart upload aborted");
+            }
+            other => {
+                debug!(key = %shown, upload_id = %id, response = ?other, "expired upload not aborted")
+            }
+        }
+    }
+    if aborted > 0 {
+        node.metrics
+            .s3_uploads_expired
+            .fetch_add(aborted, std::sync::atomic::Ordering::Relaxed);
+    }
+    Ok(aborted)
 }
 
 /// One round of block deletion: the SCM takes the blocks first, then the rows go.

@@ -30,6 +30,22 @@ pub enum Failure {
     Body(String),
 }
 
+impl Failure {
+    /// The S3 error for a body that stopped early: a chunk of a streaming-signed upload
+    /// whose signature does not match is the client's signature error (403), as S3
+    /// answers; any other body error is an incomplete body (400).
+    pub fn s3_error(&self, max_hint: &str) -> s3s::S3Error {
+        match self {
+            Failure::TooLarge => s3s::s3_error!(EntityTooLarge, "{max_hint}"),
+            Failure::Body(e) if e.contains("SignatureMismatch") => s3s::s3_error!(
+                SignatureDoesNotMatch,
+                "a chunk's signature does not match its bytes"
+            ),
+            Failure::Body(e) => s3s::s3_error!(IncompleteBody, "reading the body: {e}"),
+        }
+    }
+}
+
 impl<R> Upload<R> {
     pub fn new(inner: R, max: u64) -> Self {
         Self {

@@ -113,6 +113,7 @@ route! {
     copy_object(CopyObjectInput) -> CopyObjectOutput => crate::copy::copy_object;
     create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput => crate::multipart::create_multipart_upload;
     upload_part(UploadPartInput) -> UploadPartOutput => crate::multipart::upload_part;
+    upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput => crate::copy::upload_part_copy;
     complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput => crate::multipart::complete_multipart_upload;
     abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput => crate::multipart::abort_multipart_upload;
     list_parts(ListPartsInput) -> ListPartsOutput => crate::multipart::list_parts;

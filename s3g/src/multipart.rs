@@ -9,7 +9,7 @@ use rozone_client::types::S3Meta;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Result};
 
-use crate::body::{self, Failure, Upload};
+use crate::body::{self, Upload};
 use crate::gateway::{Gateway, Metrics};
 use crate::mapping::{bucket_name, content_md5, etag, hex, metadata_in, s3_error, timestamp};
 use crate::objects::{write_condition, DEFAULT_CONTENT_TYPE};
@@ -27,6 +27,19 @@ pub fn multipart_etag(parts: &[String]) -> S3Result<String> {
         h.update(raw);
     }
     Ok(format!("{}-{}", hex(&h.finalize()[..]), parts.len()))
+}
+
+/// A part number from the wire: 1..=10000.
+pub fn part_number(n: i32) -> S3Result<u32> {
+    u32::try_from(n)
+        .ok()
+        .filter(|n| (1..=MAX_PARTS as u32).contains(n))
+        .ok_or_else(|| {
+            s3_error!(
+                InvalidArgument,
+                "part number must be within 1..={MAX_PARTS}"
+            )
+        })
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
@@ -72,15 +85,7 @@ pub async fn upload_part(
 ) -> S3Result<UploadPartOutput> {
     let i = req.input;
     bucket_name(&i.bucket)?;
-    let part = u32::try_from(i.part_number)
-        .ok()
-        .filter(|n| (1..=MAX_PARTS as u32).contains(n))
-        .ok_or_else(|| {
-            s3_error!(
-                InvalidArgument,
-                "part number must be within 1..={MAX_PARTS}"
-            )
-        })?;
+    let part = part_number(i.part_number)?;
     let size = match i.content_length {
         Some(n) => Some(
             u64::try_from(n).map_err(|_| s3_error!(InvalidArgument, "negative Content-Length"))?,
@@ -105,15 +110,7 @@ pub async fn upload_part(
         .write(&g.volume, &i.bucket, &i.key, size, &mut src, &|_| {})
         .await;
     let written = match (written, &src.failure) {
-        (_, Some(Failure::TooLarge)) => {
-            return Err(s3_error!(
-                EntityTooLarge,
-                "the part passes s3g.max_object_size"
-            ))
-        }
-        (_, Some(Failure::Body(e))) => {
-            return Err(s3_error!(IncompleteBody, "reading the body: {e}"))
-        }
+        (_, Some(f)) => return Err(f.s3_error("the part passes s3g.max_object_size")),
         (Err(e), None) => return Err(s3_error(e)),
         (Ok(w), None) => w,
     };

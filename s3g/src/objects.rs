@@ -11,7 +11,7 @@ use rozone_types::codes::OmErrorCode;
 use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Result};
 
-use crate::body::{self, Failure, Upload};
+use crate::body::{self, Upload};
 use crate::gateway::{Gateway, Metrics};
 use crate::mapping::{
     bucket_name, content_md5, etag, hex, metadata_in, metadata_out, om_code, s3_error, timestamp,
@@ -94,15 +94,7 @@ pub async fn put_object(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result
         )
         .await;
     let written = match (written, &src.failure) {
-        (_, Some(Failure::TooLarge)) => {
-            return Err(s3_error!(
-                EntityTooLarge,
-                "the body passes s3g.max_object_size"
-            ))
-        }
-        (_, Some(Failure::Body(e))) => {
-            return Err(s3_error!(IncompleteBody, "reading the body: {e}"))
-        }
+        (_, Some(f)) => return Err(f.s3_error("the body passes s3g.max_object_size")),
         (Err(e), None) => return Err(s3_error(e)),
         (Ok(w), None) => w,
     };

@@ -1,6 +1,7 @@
 //! Multipart uploads through the real gateway with the AWS SDK: a 100 MiB object in parts
 //! read back byte-identical with the multipart ETag, a part re-uploaded, ListParts,
-//! ListMultipartUploads, a bad part list refused with the upload kept, abort.
+//! ListMultipartUploads, a bad part list refused with the upload kept, abort; UploadPartCopy
+//! from byte ranges of other objects.
 
 mod common;
 
@@ -211,4 +212,154 @@ async fn multipart_upload_of_100_mib_reads_back_byte_identical() {
         .uploads()
         .is_empty());
     s3.delete_bucket().bucket("mpu").send().await.unwrap();
+}
+
+/// UploadPartCopy: parts made of byte ranges of existing objects (and a whole one), next
+/// to an uploaded part, complete into the concatenation; a range outside the source and a
+/// missing source are refused and leave the upload as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn upload_part_copy_assembles_ranges_of_other_objects() {
+    let c = Cluster::up();
+    let s3 = c.user("dave");
+    s3.create_bucket().bucket("src").send().await.unwrap();
+    s3.create_bucket().bucket("dst").send().await.unwrap();
+    const MIB: usize = 1 << 20;
+    let a = data(12 * MIB, 11);
+    let b = data(5 * MIB + 3, 12);
+    for (key, body) in [("a", &a), ("b", &b)] {
+        s3.put_object()
+            .bucket("src")
+            .key(key)
+            .body(ByteStream::from(body.clone()))
+            .send()
+            .await
+            .unwrap();
+    }
+    let id = s3
+        .create_multipart_upload()
+        .bucket("dst")
+        .key("joined")
+        .send()
+        .await
+        .unwrap()
+        .upload_id()
+        .unwrap()
+        .to_string();
+
+    // A range past the end of the source, and a source that does not exist.
+    let e = s3
+        .upload_part_copy()
+        .bucket("dst")
+        .key("joined")
+        .upload_id(&id)
+        .part_number(1)
+        .copy_source("src/a")
+        .copy_source_range(format!("bytes=0-{}", a.len()))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "InvalidArgument");
+    let e = s3
+        .upload_part_copy()
+        .bucket("dst")
+        .key("joined")
+        .upload_id(&id)
+        .part_number(1)
+        .copy_source("src/missing")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "NoSuchKey");
+    let none = s3
+        .list_parts()
+        .bucket("dst")
+        .key("joined")
+        .upload_id(&id)
+        .send()
+        .await
+        .unwrap();
+    assert!(none.parts().is_empty(), "a refused copy left a part");
+
+    let mut parts = Vec::new();
+    let mut want = Vec::new();
+    // Part 1: bytes 1 MiB .. 7 MiB of a; part 2: all of b; part 3: the rest of a.
+    for (n, source, range) in [
+        (1, "src/a", Some((MIB, 7 * MIB))),
+        (2, "src/b", None),
+        (3, "src/a", Some((7 * MIB, a.len()))),
+    ] {
+        let mut req = s3
+            .upload_part_copy()
+            .bucket("dst")
+            .key("joined")
+            .upload_id(&id)
+            .part_number(n)
+            .copy_source(source);
+        let bytes = match (source, range) {
+            ("src/a", Some((from, to))) => {
+                req = req.copy_source_range(format!("bytes={from}-{}", to - 1));
+                &a[from..to]
+            }
+            _ => &b[..],
+        };
+        let r = req.send().await.unwrap();
+        let tag = r.copy_part_result().and_then(|p| p.e_tag()).unwrap();
+        assert_eq!(tag, format!("\"{}\"", hex(&md5(bytes))));
+        parts.push((n, tag.to_string()));
+        want.extend_from_slice(bytes);
+    }
+    // Part 4: an uploaded tail.
+    let tail = data(1000, 13);
+    let r = s3
+        .upload_part()
+        .bucket("dst")
+        .key("joined")
+        .upload_id(&id)
+        .part_number(4)
+        .body(ByteStream::from(tail.clone()))
+        .send()
+        .await
+        .unwrap();
+    parts.push((4, r.e_tag().unwrap().to_string()));
+    want.extend_from_slice(&tail);
+    s3.complete_multipart_upload()
+        .bucket("dst")
+        .key("joined")
+        .upload_id(&id)
+        .multipart_upload(completed(&parts))
+        .send()
+        .await
+        .unwrap();
+    let got = s3
+        .get_object()
+        .bucket("dst")
+        .key("joined")
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert!(
+        got.len() == want.len() && got[..] == want[..],
+        "the assembled object differs ({} bytes, want {})",
+        got.len(),
+        want.len()
+    );
+    // The sources are untouched.
+    let a_back = s3
+        .get_object()
+        .bucket("src")
+        .key("a")
+        .send()
+        .await
+        .unwrap()
+        .body
+        .collect()
+        .await
+        .unwrap()
+        .into_bytes();
+    assert!(a_back[..] == a[..], "the copy source changed");
 }

@@ -209,6 +209,29 @@ pub fn expired_open_keys(db: &DB, now_ms: u64, limit: usize) -> io::Result<Vec<O
     Ok(out)
 }
 
+/// Multipart uploads created at or before `created_before_ms`, at most `limit`. A full
+/// scan of the uploads table: incomplete uploads are few next to keys, and the leader
+/// runs this once per cleanup interval.
+pub fn expired_uploads(db: &DB, created_before_ms: u64, limit: usize) -> io::Result<Vec<UploadId>> {
+    let mut out = Vec::new();
+    for item in db.iterator_cf(cf(db, CF_S3_UPLOADS)?, IteratorMode::Start) {
+        let (k, v) = item.map_err(io::Error::other)?;
+        let u: S3Upload = decode_row(CF_S3_UPLOADS, &k, &v)?;
+        if u.created_ms <= created_before_ms {
+            out.push(UploadId {
+                volume: u.volume,
+                bucket: u.bucket,
+                key: u.key,
+                upload_id: u.upload_id,
+            });
+            if out.len() >= limit {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Deleted-block rows waiting for the SCM, oldest first.
 pub fn deleted_blocks(db: &DB, limit: usize) -> io::Result<Vec<(u64, DeletedBlocks)>> {
     let mut out = Vec::new();
