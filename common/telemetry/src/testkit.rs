@@ -170,6 +170,26 @@ impl Daemon {
         }
     }
 
+    /// Waits (at most `timeout`) until the reader thread has seen the end of stderr: the
+    /// process may exit before its last lines are read from the pipe, and a test that reads
+    /// [`Self::stderr`] right after the exit must see them. (An exited daemon's refusal was
+    /// missed this way under load.)
+    fn wait_stderr_drained(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let (lock, changed) = &*self.stderr;
+        let mut out = lock.lock().unwrap_or_else(|e| e.into_inner());
+        while !out.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            out = changed
+                .wait_timeout(out, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
     /// Waits for the daemon to exit.
     pub fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus, String> {
         if let Some(status) = self.status {
@@ -178,6 +198,7 @@ impl Daemon {
         match self.exit.recv_timeout(timeout) {
             Ok(Ok(status)) => {
                 self.status = Some(status);
+                self.wait_stderr_drained(Duration::from_secs(10));
                 Ok(status)
             }
             Ok(Err(e)) => Err(format!("wait for daemon: {e}")),
