@@ -4,7 +4,7 @@
 //! so single links can be cut; every process can be killed, restarted, paused, resumed.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -76,13 +76,15 @@ const RAFT: &str = "[raft]\nfsync = false\nelection_timeout_min = \"600ms\"\n\
 /// A bound on anything the harness waits for ("hung", not "slow").
 pub const WAIT: Duration = Duration::from_secs(90);
 
-/// Ports for the daemons: all listeners held until every port is chosen, so none is handed
-/// out twice; the daemons bind them a moment later (the proxies bind port 0).
+/// Ports for the daemons, from the test port allocator: a range below the kernel's
+/// ephemeral ports, reserved per process by lock files, so neither another test nor an
+/// outgoing connection takes one in the moment before the daemon binds it (port 0 picks
+/// from the ephemeral range: a daemon once found its port taken that way). The proxies
+/// bind port 0 and hold their listeners.
 fn ports(n: usize) -> anyhow::Result<Vec<u16>> {
-    let held = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").context("find a free port"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
+    Ok((0..n)
+        .map(|_| rozone_telemetry::testkit::free_port())
+        .collect())
 }
 
 fn toml_list(v: &[String]) -> String {
