@@ -610,24 +610,12 @@ async fn expired_open_keys_and_replaced_blocks_are_cleaned_up_by_the_leader() {
         .await
         .unwrap_err();
     assert_eq!(code(&e), Some(E::OpenKeyNotFound));
-    let metrics = reqwest_free_get(ring.oms[&1].http_addr, "/metrics").await;
+    let metrics = http_get(ring.oms[&1].http_addr, "/metrics").await;
     assert!(
         metrics.contains("rozone_om_open_keys_expired_total 1"),
         "{metrics}"
     );
     ring.shutdown().await;
-}
-
-/// GET over a raw TCP socket (no HTTP client crate needed).
-pub async fn reqwest_free_get(addr: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }
 
 /// Every volume, bucket and key as the OM lists them (to compare before/after).

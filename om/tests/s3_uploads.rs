@@ -133,7 +133,7 @@ async fn an_abandoned_upload_is_aborted_after_its_expiry_and_its_blocks_deleted(
         .await
         .unwrap_err();
     assert_eq!(code(&e), Some(E::NoSuchUpload), "{e}");
-    let metrics = reqwest_get(ring.oms[&1].http_addr, "/metrics").await;
+    let metrics = http_get(ring.oms[&1].http_addr, "/metrics").await;
     assert!(
         metrics.contains("rozone_om_s3_uploads_expired_total 1"),
         "{metrics}"
@@ -163,16 +163,4 @@ async fn a_young_upload_survives_the_cleanup() {
         .unwrap()
         .is_some());
     ring.shutdown().await;
-}
-
-/// GET over a raw TCP socket.
-async fn reqwest_get(addr: std::net::SocketAddr, path: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
 }

@@ -343,3 +343,15 @@ pub async fn put_key_metadata(
 pub fn code(s: &Status) -> Option<rozone_proto::om::OmErrorCode> {
     rozone_types::codes::om_error(s)
 }
+
+/// GET over a raw TCP socket (no HTTP client crate needed).
+pub async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
