@@ -6,6 +6,11 @@
 //! syncs the WAL once for every callback that queued up meanwhile. Under load many appends
 //! share one fsync, which is what lets a disk with a few hundred fsyncs/s commit tens of
 //! thousands of entries per second.
+//!
+//! Every RocksDB call (reads included) runs on tokio's blocking pool ([`crate::blocking`]):
+//! a slow or hung disk then holds the task that waits for it, never the async workers that
+//! run heartbeats and elections. The `raft-log-io` failpoint sits in each such call (a test
+//! configures `pause`, `sleep(ms)` or a callback there to stand for a slow disk).
 
 use std::fmt::Debug;
 use std::io;
@@ -107,6 +112,95 @@ impl RocksLogStore {
             None => None,
         })
     }
+
+    /// Runs `f` against this store on the blocking pool, through the `raft-log-io`
+    /// failpoint.
+    async fn io<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Self) -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
+        let this = self.clone();
+        crate::blocking::run(move || {
+            fail::fail_point!("raft-log-io");
+            f(&this)
+        })
+        .await
+    }
+
+    fn read_entries(&self, range: (Bound<u64>, Bound<u64>)) -> io::Result<Vec<Entry>> {
+        let start = u64_key(start_key(&range));
+        let mut out = Vec::new();
+        let it = self.db.iterator_cf(
+            cf(&self.db, CF_LOGS)?,
+            IteratorMode::From(&start, Direction::Forward),
+        );
+        for item in it {
+            let (k, v) = item.map_err(io::Error::other)?;
+            let idx = key_u64(&k).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, "log key is not 8 bytes")
+            })?;
+            if !range.contains(&idx) {
+                break;
+            }
+            out.push(record::decode_entry(&v)?);
+        }
+        Ok(out)
+    }
+
+    fn log_state(&self) -> io::Result<LogState<TypeConfig>> {
+        let last = self
+            .db
+            .iterator_cf(cf(&self.db, CF_LOGS)?, IteratorMode::End)
+            .next();
+        let last_log_id = match last {
+            None => None,
+            Some(item) => {
+                let (_, v) = item.map_err(io::Error::other)?;
+                Some(openraft::entry::RaftEntry::log_id(&record::decode_entry(
+                    &v,
+                )?))
+            }
+        };
+        let last_purged_log_id = self.get_log_id(KEY_PURGED)?;
+        Ok(LogState {
+            last_log_id: last_log_id.or(last_purged_log_id),
+            last_purged_log_id,
+        })
+    }
+
+    fn write_entries(&self, entries: Vec<Entry>) -> io::Result<()> {
+        let logs = cf(&self.db, CF_LOGS)?;
+        let mut batch = WriteBatch::default();
+        for entry in entries {
+            let idx = openraft::entry::RaftEntry::index(&entry);
+            batch.put_cf(logs, u64_key(idx), record::encode_entry(&entry)?);
+        }
+        self.db.write(batch).map_err(io::Error::other)
+    }
+
+    fn truncate_from(&self, from: u64) -> io::Result<()> {
+        let mut wo = WriteOptions::default();
+        // Truncated entries must not come back after a crash and be re-appended as if
+        // they were the leader's.
+        wo.set_sync(self.fsync);
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(cf(&self.db, CF_LOGS)?, u64_key(from), u64_key(u64::MAX));
+        batch.delete_cf(cf(&self.db, CF_LOGS)?, u64_key(u64::MAX));
+        self.db.write_opt(batch, &wo).map_err(io::Error::other)
+    }
+
+    fn purge_upto(&self, log_id: LogId) -> io::Result<()> {
+        // Record the purge point first: entries at or below it are ignored even if the
+        // range delete below is lost in a crash.
+        self.put_meta(KEY_PURGED, record::encode_log_id(&Some(log_id))?, true)?;
+        self.db
+            .delete_range_cf(
+                cf(&self.db, CF_LOGS)?,
+                u64_key(0),
+                u64_key(log_id.index() + 1),
+            )
+            .map_err(io::Error::other)
+    }
 }
 
 /// Syncs the WAL once for every batch of callbacks waiting, then completes them all.
@@ -142,29 +236,18 @@ impl RaftLogReader<TypeConfig> for RocksLogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, io::Error> {
-        let start = u64_key(start_key(&range));
-        let mut out = Vec::new();
-        let it = self.db.iterator_cf(
-            cf(&self.db, CF_LOGS)?,
-            IteratorMode::From(&start, Direction::Forward),
-        );
-        for item in it {
-            let (k, v) = item.map_err(io::Error::other)?;
-            let idx = key_u64(&k).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::InvalidData, "log key is not 8 bytes")
-            })?;
-            if !range.contains(&idx) {
-                break;
-            }
-            out.push(record::decode_entry(&v)?);
-        }
-        Ok(out)
+        // Owned bounds: the blocking closure must not borrow the caller's range.
+        let range = (range.start_bound().cloned(), range.end_bound().cloned());
+        self.io(move |s| s.read_entries(range)).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
-        self.get_meta(KEY_VOTE)?
-            .map(|b| record::decode_vote(&b))
-            .transpose()
+        self.io(|s| {
+            s.get_meta(KEY_VOTE)?
+                .map(|b| record::decode_vote(&b))
+                .transpose()
+        })
+        .await
     }
 }
 
@@ -172,24 +255,7 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
-        let last = self
-            .db
-            .iterator_cf(cf(&self.db, CF_LOGS)?, IteratorMode::End)
-            .next();
-        let last_log_id = match last {
-            None => None,
-            Some(item) => {
-                let (_, v) = item.map_err(io::Error::other)?;
-                Some(openraft::entry::RaftEntry::log_id(&record::decode_entry(
-                    &v,
-                )?))
-            }
-        };
-        let last_purged_log_id = self.get_log_id(KEY_PURGED)?;
-        Ok(LogState {
-            last_log_id: last_log_id.or(last_purged_log_id),
-            last_purged_log_id,
-        })
+        self.io(|s| s.log_state()).await
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -197,17 +263,20 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
+        let bytes = record::encode_vote(vote)?;
         // A vote must be durable before it is acted on.
-        self.put_meta(KEY_VOTE, record::encode_vote(vote)?, true)
+        self.io(move |s| s.put_meta(KEY_VOTE, bytes, true)).await
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
+        let bytes = record::encode_log_id(&committed)?;
         // Lazily persisted: it only spares re-applying entries after a restart.
-        self.put_meta(KEY_COMMITTED, record::encode_log_id(&committed)?, false)
+        self.io(move |s| s.put_meta(KEY_COMMITTED, bytes, false))
+            .await
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
-        self.get_log_id(KEY_COMMITTED)
+        self.io(|s| s.get_log_id(KEY_COMMITTED)).await
     }
 
     async fn append<I>(&mut self, entries: I, callback: Callback) -> Result<(), io::Error>
@@ -230,13 +299,9 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
                 hook.before_append(&normal).await;
             }
         }
-        let logs = cf(&self.db, CF_LOGS)?;
-        let mut batch = WriteBatch::default();
-        for entry in entries {
-            let idx = openraft::entry::RaftEntry::index(&entry);
-            batch.put_cf(logs, u64_key(idx), record::encode_entry(&entry)?);
-        }
-        self.db.write(batch).map_err(io::Error::other)?;
+        self.io(move |s| s.write_entries(entries)).await?;
+        // The write is in the WAL (readable now); the flusher syncs it and completes the
+        // callback.
         self.flusher
             .tx
             .as_ref()
@@ -247,26 +312,13 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let from = last_log_id.map(|l| l.index() + 1).unwrap_or(0);
-        let mut wo = WriteOptions::default();
-        // Truncated entries must not come back after a crash and be re-appended as if
-        // they were the leader's.
-        wo.set_sync(self.fsync);
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(cf(&self.db, CF_LOGS)?, u64_key(from), u64_key(u64::MAX));
-        batch.delete_cf(cf(&self.db, CF_LOGS)?, u64_key(u64::MAX));
-        self.db.write_opt(batch, &wo).map_err(io::Error::other)
+        self.io(move |s| s.truncate_from(from)).await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
-        // Record the purge point first: entries at or below it are ignored even if the
-        // range delete below is lost in a crash.
-        self.put_meta(KEY_PURGED, record::encode_log_id(&Some(log_id))?, true)?;
-        self.db
-            .delete_range_cf(
-                cf(&self.db, CF_LOGS)?,
-                u64_key(0),
-                u64_key(log_id.index() + 1),
-            )
-            .map_err(io::Error::other)
+        self.io(move |s| s.purge_upto(log_id)).await
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -92,8 +92,16 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         channels: Arc<PeerChannels>,
         hook: Option<Arc<dyn crate::hook::AppendHook>>,
     ) -> Result<Arc<Self>, RaftGroupError> {
-        let log = RocksLogStore::open(&cfg.dir.join("log"), cfg.fsync)?.with_append_hook(hook);
-        let sm = RocksStateMachine::open(&cfg.dir.join("sm"), &cfg.dir.join("snapshots"), logic)?;
+        // Opening replays RocksDB WALs and loads the state machine: disk work, off the async
+        // workers (other groups of this process keep their heartbeats meanwhile).
+        let (dir, fsync) = (cfg.dir.clone(), cfg.fsync);
+        let (log, sm) = crate::blocking::run(move || {
+            let log = RocksLogStore::open(&dir.join("log"), fsync)?;
+            let sm = RocksStateMachine::open(&dir.join("sm"), &dir.join("snapshots"), logic)?;
+            Ok((log, sm))
+        })
+        .await?;
+        let log = log.with_append_hook(hook);
         let (state, snapshots) = (sm.state(), sm.snapshots());
         let net_stats = Arc::new(NetStats::default());
         let ring = Arc::new(crate::join::RingSlot::default());
