@@ -45,6 +45,12 @@ config_struct! {
         /// fsync chunk files and container metadata before acknowledging a
         /// write. Turn off only in throwaway test clusters.
         pub sync_writes: bool = true,
+        /// How long a volume's filesystem may take to answer the periodic
+        /// space check (statvfs, every heartbeat_interval). A volume that does
+        /// not answer in time (a hung disk or mount) is marked failed until
+        /// the datanode restarts, and reported failed to the SCM.
+        #[serde(with = "rozone_config::duration")]
+        pub volume_check_timeout: Duration = Duration::from_secs(30),
     }
 }
 
@@ -94,6 +100,9 @@ impl DaemonConfig for Config {
         });
         problems.check(!dn.heartbeat_interval.is_zero(), || {
             "datanode.heartbeat_interval must be above 0".into()
+        });
+        problems.check(!dn.volume_check_timeout.is_zero(), || {
+            "datanode.volume_check_timeout must be above 0".into()
         });
         problems.check(
             dn.container_report_interval >= dn.heartbeat_interval,
@@ -163,6 +172,17 @@ mod tests {
             c.http.addr.port(),
         ];
         assert_eq!(ports, [9859, 9858, 9886, 9882]);
+    }
+
+    #[test]
+    fn volume_check_timeout_must_be_above_zero() {
+        let mut c = Config::default();
+        assert_eq!(c.datanode.volume_check_timeout, Duration::from_secs(30));
+        c.datanode.volume_check_timeout = Duration::ZERO;
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "datanode.volume_check_timeout must be above 0"
+        );
     }
 
     #[test]

@@ -68,7 +68,7 @@ impl HealthSource for DatanodeHealth {
             ps.iter().filter(|p| p.group.is_ready_leader()).count(),
         );
         let (mut cap, mut used, mut rem) = (0u64, 0u64, 0u64);
-        // statvfs per volume: off the async worker.
+        // Cached statvfs readings; a full volume may probe: off the async worker.
         for (c, u, r) in crate::store::offload(|| {
             node.store
                 .volumes()

@@ -49,8 +49,9 @@ fn timed<T>(msg: T) -> tonic::Request<T> {
 }
 
 impl ScmLink {
-    /// Asks each volume's filesystem for its space (statvfs): through `offload`, so a slow
-    /// disk does not stall the async worker.
+    /// Space from the background volume check's last statvfs ([`crate::store::check`]),
+    /// so a hung disk cannot hang the heartbeat; through `offload` because a full volume
+    /// may probe (write) whether space was freed.
     fn node_report(&self) -> spb::NodeReport {
         crate::store::offload(|| self.node_report_now())
     }

@@ -164,6 +164,12 @@ impl Datanode {
         };
         let s = stop.clone();
         tasks.push(tokio::spawn(scm.run(s)));
+        tasks.push(tokio::spawn(crate::store::check::run(
+            store.clone(),
+            dn.heartbeat_interval,
+            dn.volume_check_timeout,
+            stop.clone(),
+        )));
         let health = Arc::new(DatanodeHealth {
             node: weak.clone(),
             link: link.clone(),

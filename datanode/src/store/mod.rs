@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod apply;
+pub mod check;
 pub mod digest;
 pub mod faults;
 pub mod read;

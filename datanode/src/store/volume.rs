@@ -9,6 +9,7 @@ use rozone_kv::rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
 use rozone_kv::{cf, key_u64, u64_key, DbTuning};
 use rozone_types::BlockId;
 
+use super::check::Statfs;
 use super::digest::ContentDigest;
 use super::faults::{self, Fault, VolumeHealth};
 use crate::error::DnError;
@@ -29,6 +30,9 @@ pub struct Volume {
     used: AtomicU64,
     /// Failed / full ([`faults`]).
     health: VolumeHealth,
+    /// The filesystem's size and free space, as the background check last read them
+    /// ([`super::check`]): readers never call statvfs themselves.
+    statfs: Statfs,
 }
 
 fn block_key(b: BlockId) -> Vec<u8> {
@@ -51,20 +55,6 @@ fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, DnError> {
     rozone_raft::codec::encode(v).map_err(|e| DnError::io("encode", e))
 }
 
-/// Size and free bytes of the filesystem holding `p`.
-fn fs_space(p: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).ok()?;
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `s` a properly sized out-parameter.
-    let r = unsafe { libc::statvfs(c.as_ptr(), &mut s) };
-    if r != 0 {
-        return None;
-    }
-    let frsize = s.f_frsize as u64;
-    Some((s.f_blocks as u64 * frsize, s.f_bavail as u64 * frsize))
-}
-
 impl Volume {
     pub fn open(root: &Path, capacity: u64) -> Result<Self, DnError> {
         for d in [root.join("containers"), root.join("tmp")] {
@@ -82,6 +72,9 @@ impl Volume {
             capacity,
             used: AtomicU64::new(0),
             health: VolumeHealth::default(),
+            // The first reading inline: opening already does I/O on this disk (RocksDB),
+            // and placement needs a size before the background check first runs.
+            statfs: Statfs::read(root),
         })
     }
 
@@ -117,6 +110,18 @@ impl Volume {
 
     pub fn is_failed(&self) -> bool {
         self.health.is_failed()
+    }
+
+    /// Marks the volume failed for the life of the process (a check found it hung).
+    pub fn mark_failed(&self, why: &str) {
+        if self.health.fail(why) {
+            tracing::error!(volume = %self.root.display(), reason = why, "volume FAILED: its containers are no longer served or reported");
+        }
+    }
+
+    /// The last statvfs reading ([`super::check`]).
+    pub fn statfs(&self) -> &Statfs {
+        &self.statfs
     }
 
     /// Whether the volume hit ENOSPC and no space was freed since (probed at most every
@@ -200,7 +205,7 @@ impl Volume {
     /// Capacity, used bytes, remaining bytes (none while full).
     pub fn space(&self) -> (u64, u64, u64) {
         let used = self.used.load(Ordering::Relaxed);
-        let fs = fs_space(&self.root);
+        let fs = self.statfs.get();
         let capacity = if self.capacity > 0 {
             self.capacity
         } else {
