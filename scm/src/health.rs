@@ -18,7 +18,7 @@ pub struct ScmHealth {
 /// The SCM's own counters and, on the leader, gauges of its in-memory view.
 fn scm_metrics(node: &ScmNode, out: &mut String) {
     let c = &node.counters;
-    let counters: [(&str, &str, &AtomicU64); 12] = [
+    let counters: [(&str, &str, &AtomicU64); 13] = [
         (
             "rozone_scm_datanode_registrations_total",
             "datanode registrations",
@@ -48,6 +48,11 @@ fn scm_metrics(node: &ScmNode, out: &mut String) {
             "rozone_scm_containers_closed_total",
             "containers moved to CLOSING",
             &c.containers_closed,
+        ),
+        (
+            "rozone_scm_containers_closed_empty_total",
+            "CLOSING containers no replica ever wrote, closed as empty",
+            &c.containers_closed_empty,
         ),
         (
             "rozone_scm_pipelines_created_total",

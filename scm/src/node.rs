@@ -35,6 +35,8 @@ pub struct Counters {
     pub blocks_allocated: AtomicU64,
     pub containers_created: AtomicU64,
     pub containers_closed: AtomicU64,
+    /// CLOSING containers no replica ever wrote, closed as empty ([`crate::cluster::closing`]).
+    pub containers_closed_empty: AtomicU64,
     pub pipelines_created: AtomicU64,
     pub pipelines_closed: AtomicU64,
     pub replicate_commands: AtomicU64,

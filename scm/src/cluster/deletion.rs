@@ -9,6 +9,11 @@
 //! keeps its BCSID; HDDS-17435's empty replica, recreated by a replay at BCSID 0, does not
 //! count as proof), with no block; at least one replica is reported; and no deleted-block
 //! transaction of the container is still pending (block deletes done).
+//!
+//! The one exception to "at least one replica": a container the SCM never recorded a
+//! block of (BCSID 0, no keys) and no datanode reports, such as a CLOSING container no
+//! replica ever wrote, closed as empty ([`super::closing`]). There is nothing to prove
+//! empty; without this it would stay CLOSED for ever.
 
 use super::nodes::NodeHealth;
 use super::replicas::ReplicaState;
@@ -43,7 +48,11 @@ pub fn step(
                     && r.bcsid >= c.bcsid
                     && r.block_count == 0
             };
-            if !blocks_pending && !replicas.is_empty() && replicas.iter().all(empty) {
+            let never_written = c.bcsid == 0 && c.key_count == 0;
+            if !blocks_pending
+                && (!replicas.is_empty() || never_written)
+                && replicas.iter().all(empty)
+            {
                 Step::StartDeleting
             } else {
                 Step::Nothing
@@ -108,6 +117,24 @@ mod tests {
         for s in [C::Open, C::Closing, C::QuasiClosed, C::Deleted] {
             assert_eq!(step(&c(s, 12), &empty, false, &[]), Step::Nothing, "{s}");
         }
+    }
+
+    #[test]
+    fn a_closed_container_never_written_and_reported_nowhere_starts_deleting() {
+        let mut never = c(C::Closed, 0);
+        never.key_count = 0;
+        assert_eq!(step(&never, &[], false, &[]), Step::StartDeleting);
+        assert_eq!(step(&never, &[], true, &[]), Step::Nothing);
+        // A replica that does report must still be empty and trusted.
+        assert_eq!(
+            step(&never, &[r(1, R::Open, 0, 0)], false, &[]),
+            Step::Nothing
+        );
+        // Keys or a BCSID on record: a replica must prove it empty.
+        let mut keys = never.clone();
+        keys.key_count = 1;
+        assert_eq!(step(&keys, &[], false, &[]), Step::Nothing);
+        assert_eq!(step(&c(C::Closed, 3), &[], false, &[]), Step::Nothing);
     }
 
     #[test]

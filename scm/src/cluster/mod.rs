@@ -9,6 +9,7 @@
 //! the submodules as functions with their own tests; the async parts that write to the
 //! replicated state are in [`crate::leader`].
 
+pub mod closing;
 pub mod commands;
 pub mod deletion;
 pub mod lifecycle;
@@ -101,6 +102,8 @@ pub struct ClusterState {
     /// What block allocation last read of the OPEN pipelines and containers (see
     /// [`OpenIndex`]); `None` until the first allocation of this term.
     pub open_index: Option<std::sync::Arc<OpenIndex>>,
+    /// Since when each CLOSING container has looked never written ([`closing`]).
+    pub closing: closing::Clock,
 }
 
 /// The OPEN pipelines and OPEN containers as one full scan found them at `built`. Block
@@ -135,6 +138,7 @@ impl ClusterState {
             deletes: BTreeMap::new(),
             next_pick: 0,
             open_index: None,
+            closing: closing::Clock::default(),
         }
     }
 

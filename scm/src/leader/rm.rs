@@ -2,8 +2,10 @@
 //! with [`crate::cluster::replication::decide`] and send what it decided (replicate to new
 //! targets with the best sources first, delete the worst replicas, force-close a quasi-closed
 //! majority); re-send close commands for CLOSING containers; delete empty CLOSED containers
-//! ([`super::deleting`]); end in-flight commands that finished or timed out.
+//! ([`super::deleting`]); close as empty the CLOSING containers no replica ever wrote
+//! ([`crate::cluster::closing`]); end in-flight commands that finished or timed out.
 
+use std::collections::HashMap;
 use std::time::Instant;
 
 use crate::cluster::commands::DatanodeCommand;
@@ -14,7 +16,7 @@ use crate::error::ScmError;
 use crate::leader::deleting::Transitions;
 use crate::leader::types::RmStatus;
 use crate::node::{Counters, ScmNode};
-use crate::state::{read, ContainerState};
+use crate::state::{read, ContainerEvent, ContainerState, ScmRequest, ScmResponse};
 
 /// Ids listed per problem kind in the status.
 const LISTED: usize = 100;
@@ -25,9 +27,10 @@ impl ScmNode {
         let containers = read::containers(&self.group.db(), None)?;
         let pending = read::containers_with_pending_deletes(&self.group.db())?;
         let timeout = self.cfg.replication_inflight_timeout;
+        let members = self.closing_pipeline_members(&containers)?;
         let mut closing = Vec::new();
         let mut deletions = Transitions::default();
-        {
+        let unwritten = {
             let mut m = self.lead()?;
             if m.safe_mode.in_safe_mode {
                 return Ok(());
@@ -88,14 +91,71 @@ impl ScmNode {
             st.missing = missing;
             st.runs += 1;
             st.last_run = Some(now);
+            m.resolve_closing(&containers, &members, now, timeout)
+        };
+        for id in closing.iter().filter(|id| !unwritten.contains(id)) {
+            self.send_close_commands(*id, false)?;
         }
-        for id in closing {
-            self.send_close_commands(id, false)?;
-        }
+        self.close_unwritten(unwritten).await?;
         self.replicate_deletions(deletions).await?;
         let mut m = self.lead()?;
         m.rm.last_duration = started.elapsed();
         Counters::add(&self.counters.rm_runs, 1);
+        Ok(())
+    }
+
+    /// Pipeline id → members, for the CLOSING containers among `containers`.
+    fn closing_pipeline_members(
+        &self,
+        containers: &[crate::state::ContainerInfo],
+    ) -> Result<HashMap<u64, Vec<u64>>, ScmError> {
+        let db = self.group.db();
+        let mut out = HashMap::new();
+        for c in containers
+            .iter()
+            .filter(|c| c.state == ContainerState::Closing)
+        {
+            if let std::collections::hash_map::Entry::Vacant(e) = out.entry(c.pipeline_id) {
+                if let Some(p) = read::pipeline(&db, c.pipeline_id)? {
+                    e.insert(p.members);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes as empty the CLOSING containers [`crate::cluster::closing::resolve`] found
+    /// never written: usage 0 (a chunk write without a committed block may have raised
+    /// it), then CLOSED; the empty-container deletion takes them from there. The usage
+    /// write refuses to lower a BCSID, so a replica report with data that arrived since the
+    /// pass looked keeps the container CLOSING.
+    async fn close_unwritten(&self, ids: Vec<u64>) -> Result<(), ScmError> {
+        for id in ids {
+            let r = self
+                .write(ScmRequest::UpdateContainerUsage {
+                    id,
+                    used_bytes: 0,
+                    key_count: 0,
+                    bcsid: 0,
+                })
+                .await?;
+            if !matches!(r, ScmResponse::UsageUpdated { .. }) {
+                tracing::warn!(container = id, response = ?r, "closing an unwritten container: usage not reset");
+                continue;
+            }
+            let r = self
+                .write(ScmRequest::UpdateContainer {
+                    id,
+                    event: ContainerEvent::Close,
+                })
+                .await?;
+            if let ScmResponse::ContainerUpdated { state, .. } = r {
+                Counters::add(&self.counters.containers_closed_empty, 1);
+                tracing::info!(container = id, %state, "CLOSING container no replica ever wrote closed as empty");
+            } else {
+                tracing::warn!(container = id, response = ?r, "closing an unwritten container refused");
+            }
+        }
         Ok(())
     }
 
