@@ -99,7 +99,10 @@ fn datanodes_serve_only_calls_with_a_valid_block_token() {
             .put_bytes("vol", "bkt", "two", &two)
             .await
             .expect("put two");
-        assert_eq!(client.get_bytes("vol", "bkt", "one").await.expect("get"), one);
+        assert_eq!(
+            client.get_bytes("vol", "bkt", "one").await.expect("get"),
+            one
+        );
 
         let k1 = client
             .om
@@ -262,6 +265,9 @@ fn datanodes_serve_only_calls_with_a_valid_block_token() {
             "expired",
         );
         // Nothing above changed the key.
-        assert_eq!(client.get_bytes("vol", "bkt", "one").await.expect("get"), one);
+        assert_eq!(
+            client.get_bytes("vol", "bkt", "one").await.expect("get"),
+            one
+        );
     });
 }
