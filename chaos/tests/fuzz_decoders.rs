@@ -67,6 +67,7 @@ fn allocated() -> spb::AllocatedBlock {
             state: spb::PipelineState::PipelineOpen as i32,
         }),
         max_size: 1 << 28,
+        block_token: Vec::new(),
     }
 }
 
@@ -121,6 +122,7 @@ fn proto_decoders_never_panic() {
             length: 10,
             offset: 0,
             pipeline: allocated().pipeline,
+            block_token: Vec::new(),
         }],
         checksum: "crc32c:1".into(),
         ..Default::default()

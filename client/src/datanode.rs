@@ -1,6 +1,8 @@
 //! The typed datanode client: chunk writes, block commits and the data stream to a
 //! pipeline's leader, and verified reads from any replica. One lazily connected channel per
-//! datanode address, shared by every call.
+//! datanode address, shared by every call. Every chunk and block call carries the block's
+//! token from the OM ([`rozone_rpc::block_token::with_token`]); datanodes of a secure
+//! cluster refuse calls without a valid one.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,8 +10,9 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::container_client::ContainerClient;
+use rozone_rpc::block_token::with_token;
 use tonic::transport::Channel;
-use tonic::Status;
+use tonic::{Request, Status};
 
 use crate::error::{ClientError, Result};
 use crate::types::BlockId;
@@ -59,12 +62,13 @@ impl Datanodes {
     }
 
     /// WriteChunk of `data` at `offset` in a block, then nothing else: the caller commits the
-    /// chunk list with [`Datanodes::put_block`].
+    /// chunk list with [`Datanodes::put_block`]. `token`: the block's read+write token.
     pub async fn write_chunk(
         &self,
         addr: &str,
         pipeline_id: u64,
         block: BlockId,
+        token: &[u8],
         offset: u64,
         data: Bytes,
     ) -> std::result::Result<pb::ChunkInfo, Status> {
@@ -76,13 +80,13 @@ impl Datanodes {
         let mut c = self
             .client(addr)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        c.write_chunk(pb::WriteChunkRequest {
+        let req = pb::WriteChunkRequest {
             pipeline_id,
             block_id: Some(block.into()),
             chunk: Some(chunk.clone()),
             data: data.to_vec(),
-        })
-        .await?;
+        };
+        c.write_chunk(with_token(Request::new(req), token)).await?;
         Ok(chunk)
     }
 
@@ -92,23 +96,23 @@ impl Datanodes {
         addr: &str,
         pipeline_id: u64,
         block: BlockId,
+        token: &[u8],
         chunks: Vec<pb::ChunkInfo>,
     ) -> std::result::Result<u64, Status> {
         let length = chunks.iter().map(|c| c.len).sum();
         let mut c = self
             .client(addr)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let r = c
-            .put_block(pb::PutBlockRequest {
-                pipeline_id,
-                block: Some(pb::BlockData {
-                    block_id: Some(block.into()),
-                    chunks,
-                    length,
-                    bcsid: 0,
-                }),
-            })
-            .await?;
+        let req = pb::PutBlockRequest {
+            pipeline_id,
+            block: Some(pb::BlockData {
+                block_id: Some(block.into()),
+                chunks,
+                length,
+                bcsid: 0,
+            }),
+        };
+        let r = c.put_block(with_token(Request::new(req), token)).await?;
         Ok(r.into_inner().committed_length)
     }
 
@@ -118,6 +122,7 @@ impl Datanodes {
         addr: &str,
         pipeline_id: u64,
         block: BlockId,
+        token: &[u8],
         data: Bytes,
         piece: usize,
     ) -> std::result::Result<u64, Status> {
@@ -150,26 +155,29 @@ impl Datanodes {
         let mut c = self
             .client(addr)
             .map_err(|e| Status::invalid_argument(e.to_string()))?;
-        let r = c.stream_block(tokio_stream::iter(msgs)).await?.into_inner();
+        let req = with_token(Request::new(tokio_stream::iter(msgs)), token);
+        let r = c.stream_block(req).await?.into_inner();
         Ok(r.block.map(|b| b.length).unwrap_or(len))
     }
 
     /// Reads `[offset, offset + len)` of a committed block from the replica at `addr`,
-    /// verifying every byte against the stored checksums.
+    /// verifying every byte against the stored checksums. `token`: the block's read token.
     pub async fn read_range(
         &self,
         addr: &str,
         block: BlockId,
+        token: &[u8],
         offset: u64,
         len: u64,
     ) -> Result<Bytes> {
         let mut c = self.client(addr)?;
+        let req = pb::ReadChunkRequest {
+            block_id: Some(block.into()),
+            offset,
+            len,
+        };
         let r = c
-            .read_chunk(pb::ReadChunkRequest {
-                block_id: Some(block.into()),
-                offset,
-                len,
-            })
+            .read_chunk(with_token(Request::new(req), token))
             .await
             .map_err(|s| ClientError::status("datanode", s))?
             .into_inner();

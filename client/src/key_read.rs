@@ -150,7 +150,7 @@ impl KeyReader<'_> {
             let dn = &members[(index + j) % members.len()];
             match self
                 .datanodes
-                .read_range(&dn.container_addr, b.block_id, off, len)
+                .read_range(&dn.container_addr, b.block_id, &b.token, off, len)
                 .await
             {
                 Ok(bytes) if bytes.len() as u64 == len => return Ok(bytes),

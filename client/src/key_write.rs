@@ -367,10 +367,11 @@ impl KeyWriter<'_> {
     ) -> std::result::Result<(), Status> {
         let p = block.pipeline.id;
         let id = block.block_id;
+        let token = block.token.as_slice();
         let len = data.len() as u64;
         let committed = if data.len() >= self.opts.stream_threshold {
             self.datanodes
-                .stream_block(addr, p, id, data, self.opts.stream_piece)
+                .stream_block(addr, p, id, token, data, self.opts.stream_piece)
                 .await?
         } else {
             let mut chunks = Vec::new();
@@ -379,12 +380,12 @@ impl KeyWriter<'_> {
                 let end = (off + self.opts.chunk_size.max(1)).min(data.len());
                 chunks.push(
                     self.datanodes
-                        .write_chunk(addr, p, id, off as u64, data.slice(off..end))
+                        .write_chunk(addr, p, id, token, off as u64, data.slice(off..end))
                         .await?,
                 );
                 off = end;
             }
-            self.datanodes.put_block(addr, p, id, chunks).await?
+            self.datanodes.put_block(addr, p, id, token, chunks).await?
         };
         if committed != len {
             return Err(Status::data_loss(format!(

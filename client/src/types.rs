@@ -74,6 +74,10 @@ pub struct AllocatedBlock {
     pub block_id: BlockId,
     pub pipeline: Pipeline,
     pub max_size: u64,
+    /// The OM's read+write block token, sent with every call on the block (empty on an
+    /// insecure cluster). Never printed.
+    #[serde(skip)]
+    pub token: Vec<u8>,
 }
 
 impl TryFrom<pb_scm::AllocatedBlock> for AllocatedBlock {
@@ -100,6 +104,7 @@ impl TryFrom<pb_scm::AllocatedBlock> for AllocatedBlock {
             block_id,
             pipeline: pipeline.into(),
             max_size: b.max_size,
+            token: b.block_token,
         })
     }
 }
@@ -168,6 +173,10 @@ pub struct KeyBlock {
     pub offset: u64,
     pub length: u64,
     pub pipeline: Pipeline,
+    /// The OM's read token for the block, sent with every read (empty on an insecure
+    /// cluster). Never printed.
+    #[serde(skip)]
+    pub token: Vec<u8>,
 }
 
 /// A committed key.
@@ -249,6 +258,7 @@ impl TryFrom<pb_om::KeyInfo> for Key {
                 offset: b.offset,
                 length: b.length,
                 pipeline: pipeline.into(),
+                token: b.block_token,
             });
         }
         if next != k.size {
@@ -289,6 +299,7 @@ mod tests {
             length,
             offset,
             pipeline: pipeline.then(pb_scm::Pipeline::default),
+            block_token: Vec::new(),
         }
     }
 
@@ -322,6 +333,7 @@ mod tests {
             block_id: None,
             pipeline: None,
             max_size: 1,
+            block_token: Vec::new(),
         };
         assert!(AllocatedBlock::try_from(b).is_err());
     }

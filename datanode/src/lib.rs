@@ -5,7 +5,8 @@
 //! `rozone_types`'); the container [`store`] (one RocksDB per data directory, chunk files
 //! per container); [`pipeline`] (one Raft group per pipeline: the leader's and the
 //! followers' write stages, the apply stage and the replay guard); [`node`], the core
-//! handle the services share; the gRPC [`service`]s with [`convert`] at their edge; the
+//! handle the services share, with the block-token check ([`tokens`]); the gRPC
+//! [`service`]s with [`convert`] at their edge; the
 //! replication client ([`replication`]), the [`scm`] link and its [`commands`]; [`server`]
 //! wires one process.
 //!
@@ -25,6 +26,7 @@ pub mod scm;
 pub mod server;
 pub mod service;
 pub mod store;
+pub mod tokens;
 pub mod types;
 
 use tokio_util::sync::CancellationToken;

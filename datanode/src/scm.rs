@@ -1,7 +1,8 @@
 //! The link to the SCM ring: register, then heartbeat to the leader (following leader
 //! hints across `datanode.scm_addrs`, re-registering when asked), with node, container and
 //! pipeline reports, pipeline actions and command statuses; commands in the replies run in
-//! the background ([`crate::commands`]).
+//! the background ([`crate::commands`]); the block-token keys in the replies go to the
+//! [`TokenVerifier`].
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::commands::Executor;
 use crate::pipeline::Pipelines;
 use crate::store::ContainerStore;
+use crate::tokens::TokenVerifier;
 
 /// Counters and state the health endpoint shows.
 #[derive(Default)]
@@ -29,6 +31,8 @@ pub struct ScmLink {
     pub addrs: Vec<String>,
     /// Channels to the SCMs, one per address, kept across heartbeats (and leader changes).
     pub ring: Ring,
+    /// Takes the block-token keys of every reply.
+    pub tokens: Arc<TokenVerifier>,
     pub details: spb::DatanodeDetails,
     pub store: Arc<ContainerStore>,
     pub pipelines: Arc<Pipelines>,
@@ -156,6 +160,7 @@ impl ScmLink {
             };
             let reply = within(c.register(timed(req))).await?.into_inner();
             tracing::info!(scm = %addr, cluster_id = %reply.cluster_id, "registered with SCM");
+            self.tokens.set_keys(reply.secret_keys);
             self.status.registered.store(true, Ordering::SeqCst);
             *last_full = Some(Instant::now());
             // Everything was just reported in full.
@@ -180,6 +185,7 @@ impl ScmLink {
                     *last_full = Some(Instant::now());
                 }
                 let r = r.into_inner();
+                self.tokens.set_keys(r.secret_keys);
                 if r.reregister {
                     tracing::info!(scm = %addr, "SCM asked to register again");
                     self.status.registered.store(false, Ordering::SeqCst);

@@ -30,6 +30,7 @@ use crate::service::container::ContainerService;
 use crate::service::peer::PeerService;
 use crate::service::replication::ReplicationService;
 use crate::store::ContainerStore;
+use crate::tokens::TokenVerifier;
 
 /// A running datanode.
 pub struct Datanode {
@@ -93,10 +94,23 @@ impl Datanode {
             clients.clone(),
         ));
         let stop = CancellationToken::new();
+        let scm_policy = rozone_rpc::RetryPolicy {
+            deadline: dn.heartbeat_interval,
+            ..rozone_rpc::RetryPolicy::default()
+        };
+        let scm_ring =
+            rozone_rpc::Ring::new("SCM", &dn.scm_addrs, scm_policy, security.channels())?;
+        // Block tokens are a check of a secure cluster: an insecure one trusts every caller.
+        let tokens = Arc::new(if config.security.insecure {
+            TokenVerifier::disabled()
+        } else {
+            TokenVerifier::new(Some(scm_ring.clone()))
+        });
         let node = Arc::new(Node {
             store: store.clone(),
             pipelines: pipelines.clone(),
             clients: clients.clone(),
+            tokens: tokens.clone(),
         });
         let weak = NodeRef::new(&node);
         let (raft_svc, snap_svc) = rozone_raft::server::peer_services(&registry, Role::Datanode);
@@ -147,12 +161,9 @@ impl Datanode {
             raft_addr: advertised(Some(host), raft_addr),
             replication_addr: advertised(Some(host), replication_addr),
         };
-        let scm_policy = rozone_rpc::RetryPolicy {
-            deadline: dn.heartbeat_interval,
-            ..rozone_rpc::RetryPolicy::default()
-        };
         let scm = ScmLink {
-            ring: rozone_rpc::Ring::new("SCM", &dn.scm_addrs, scm_policy, security.channels())?,
+            ring: scm_ring,
+            tokens,
             addrs: dn.scm_addrs.clone(),
             details,
             store: store.clone(),

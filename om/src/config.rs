@@ -40,6 +40,13 @@ config_struct! {
         /// are deleted), as S3's AbortIncompleteMultipartUpload rule does.
         #[serde(with = "rozone_config::duration")]
         pub s3_upload_expiry: Duration = Duration::from_secs(7 * 24 * 3600),
+        /// How long the block tokens the OM hands out with key writes and lookups
+        /// stay valid (capped by the SCM's scm.block_token_max_lifetime). A block
+        /// transfer still running after this is refused by the datanode (the
+        /// client retries it with a fresh lookup or allocation, as after any
+        /// datanode failure).
+        #[serde(with = "rozone_config::duration")]
+        pub block_token_lifetime: Duration = Duration::from_secs(3600),
         /// How often the leader looks for expired open keys and uploads and
         /// for deleted blocks to hand to the SCM.
         #[serde(with = "rozone_config::duration")]
@@ -153,6 +160,9 @@ impl DaemonConfig for Config {
         });
         problems.check(!om.s3_upload_expiry.is_zero(), || {
             "om.s3_upload_expiry must be above 0".to_string()
+        });
+        problems.check(!om.block_token_lifetime.is_zero(), || {
+            "om.block_token_lifetime must be above 0".to_string()
         });
         problems.check(!om.cleanup_interval.is_zero(), || {
             "om.cleanup_interval must be above 0".to_string()

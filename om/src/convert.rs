@@ -78,6 +78,8 @@ pub fn allocated_pb(b: &AllocatedBlock) -> spb::AllocatedBlock {
         block_id: Some(b.id.into()),
         pipeline: Some(pipeline_pb(&b.pipeline)),
         max_size: b.max_size,
+        // Signed in the reply path (`crate::tokens`), never stored.
+        block_token: Vec::new(),
     }
 }
 
@@ -135,6 +137,7 @@ fn key_block_pb(b: &KeyBlock) -> pb::KeyBlock {
         length: b.length,
         offset: b.offset,
         pipeline: Some(pipeline_pb(&b.pipeline)),
+        block_token: Vec::new(),
     }
 }
 

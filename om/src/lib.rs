@@ -19,6 +19,7 @@ pub mod server;
 pub mod service;
 pub mod state;
 pub mod tasks;
+pub mod tokens;
 
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};

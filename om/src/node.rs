@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::error::OmError;
 use crate::scm_client::ScmClient;
 use crate::state::{OmLogic, OmRequest, OmResponse};
+use crate::tokens::TokenIssuer;
 
 /// How long a follower waits to apply up to a leader's read index.
 const READ_INDEX_WAIT: Duration = Duration::from_secs(10);
@@ -56,6 +57,8 @@ pub struct OmNode {
     pub scm: ScmClient,
     /// Blocks fetched ahead for opens of unknown length ([`BlockPool`]).
     pub blocks: BlockPool,
+    /// Signs the block tokens of key replies (off on an insecure cluster).
+    pub tokens: TokenIssuer,
     pub metrics: Metrics,
     channels: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
     factory: rozone_rpc::ChannelFactory,
@@ -69,7 +72,9 @@ impl OmNode {
         factory: rozone_rpc::ChannelFactory,
     ) -> Self {
         let scm = ScmClient::new(&config.om.scm_addrs, config.om.scm_timeout, factory.clone());
+        let tokens = TokenIssuer::new(!config.security.insecure, config.om.block_token_lifetime);
         Self {
+            tokens,
             group,
             config,
             scm,

@@ -5,7 +5,10 @@
 use std::time::Duration;
 
 use rozone_proto::scm::scm_block_client::ScmBlockClient;
-use rozone_proto::scm::{AllocateBlockReply, AllocateBlockRequest, BlockId, DeleteBlocksRequest};
+use rozone_proto::scm::{
+    AllocateBlockReply, AllocateBlockRequest, BlockId, DeleteBlocksRequest, GetSecretKeysRequest,
+    SecretKey,
+};
 use rozone_rpc::{ChannelFactory, RetryPolicy, Ring, RpcError};
 
 use crate::error::OmError;
@@ -69,6 +72,19 @@ impl ScmClient {
             .await
             .map(|_| ())
             .map_err(|e| scm_error("delete blocks", e))
+    }
+
+    /// The SCM's block-token secret keys (for [`crate::tokens::TokenIssuer`]).
+    pub async fn secret_keys(&self) -> Result<Vec<SecretKey>, OmError> {
+        self.ring()?
+            .call("get secret keys", |ch| async move {
+                ScmBlockClient::new(ch)
+                    .get_secret_keys(GetSecretKeysRequest {})
+                    .await
+            })
+            .await
+            .map(|r| r.keys)
+            .map_err(|e| scm_error("get secret keys", e))
     }
 }
 

@@ -57,6 +57,14 @@ config_struct! {
         pub safe_mode_threshold: f64 = 0.99,
         /// ...and at least this many datanodes are registered and healthy.
         pub safe_mode_min_datanodes: u32 = 1,
+        /// How long one block-token secret key signs: the leader makes the next key
+        /// a tenth of this before the current one's period ends (docs/security.md).
+        #[serde(with = "rozone_config::duration")]
+        pub block_token_key_rotation: Duration = Duration::from_secs(86_400),
+        /// The longest a block token may live: a key is kept (for verifying) this long
+        /// after its signing period ends, then forgotten. OMs cap their tokens to it.
+        #[serde(with = "rozone_config::duration")]
+        pub block_token_max_lifetime: Duration = Duration::from_secs(3600),
     }
 }
 
@@ -135,6 +143,13 @@ impl DaemonConfig for Config {
                 "scm.datanode_stale_after ({:?}) must be less than scm.datanode_dead_after ({:?})",
                 scm.datanode_stale_after, scm.datanode_dead_after
             )
+        });
+        problems.check(
+            scm.block_token_key_rotation >= Duration::from_secs(10),
+            || "scm.block_token_key_rotation must be at least 10s".into(),
+        );
+        problems.check(!scm.block_token_max_lifetime.is_zero(), || {
+            "scm.block_token_max_lifetime must be above 0".into()
         });
         problems.check(!scm.datanode_stale_after.is_zero(), || {
             "scm.datanode_stale_after must be above 0".into()

@@ -8,7 +8,9 @@
 //! - [`is_retryable`]: the one rule for "try another member or later".
 //! - [`tls`]: the `security` files (cluster CA, this process's certificate and key),
 //!   checked at start; [`pki`]: creating the CA and issuing certificates; [`auth`]: the
-//!   caller's role and id from its certificate, checked at each service's edge.
+//!   caller's role and id from its certificate, checked at each service's edge;
+//!   [`block_token`]: the OM-signed permission to read or write one block, checked by
+//!   datanodes.
 //!
 //! A retryable refusal is `UNAVAILABLE` with two metadata entries: [`RETRY_REASON`]
 //! (`not-leader` or `leader-not-ready`) and, when the refusing node knows one,
@@ -19,6 +21,7 @@
 //! clients use it without linking RocksDB or openraft.
 
 pub mod auth;
+pub mod block_token;
 pub mod channel;
 pub mod conns;
 pub mod error;

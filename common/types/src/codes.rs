@@ -49,10 +49,12 @@ pub enum DnCode {
     ContainerNotEmpty,
     IoError,
     DiskFull,
+    /// Appended (the enum is part of replicated responses): a refused block token.
+    BlockTokenVerificationFailed,
 }
 
 impl DnCode {
-    pub const ALL: [DnCode; 14] = [
+    pub const ALL: [DnCode; 15] = [
         DnCode::ContainerNotFound,
         DnCode::ClosedContainerIo,
         DnCode::ChecksumMismatch,
@@ -67,6 +69,7 @@ impl DnCode {
         DnCode::ContainerNotEmpty,
         DnCode::IoError,
         DnCode::DiskFull,
+        DnCode::BlockTokenVerificationFailed,
     ];
 
     /// The stable name (as in the proto enum and the metadata).
@@ -86,6 +89,7 @@ impl DnCode {
             DnCode::ContainerNotEmpty => "CONTAINER_NOT_EMPTY",
             DnCode::IoError => "IO_ERROR",
             DnCode::DiskFull => "DISK_FULL",
+            DnCode::BlockTokenVerificationFailed => "BLOCK_TOKEN_VERIFICATION_FAILED",
         }
     }
 
@@ -110,6 +114,7 @@ impl DnCode {
             DnCode::InvalidArgument => G::InvalidArgument,
             DnCode::IoError => G::Internal,
             DnCode::DiskFull => G::ResourceExhausted,
+            DnCode::BlockTokenVerificationFailed => G::PermissionDenied,
         }
     }
 }

@@ -3,8 +3,10 @@
 //! ([`crate::pipeline::leader`]) and commits one log entry per write; reads are served by
 //! any replica from its committed data. Handlers convert, call, and convert back.
 //!
-//! Authorization (mutual TLS): only data clients (`client`, `admin`, `s3g` certificates);
-//! block tokens (which block, which mode) are not checked yet (docs/security.md).
+//! Authorization (mutual TLS): only data clients (`client`, `admin`, `s3g` certificates),
+//! and for every chunk and block call a block token from the OM for that block and mode
+//! ([`crate::tokens`]), checked before anything is read or written. `GetContainer` and
+//! `ListBlocks` (container-level, used by operators) take no token.
 
 use std::sync::Arc;
 
@@ -12,6 +14,7 @@ use futures::StreamExt;
 use rozone_proto::datanode as pb;
 use rozone_proto::datanode::container_server::Container;
 use rozone_rpc::auth::require_role;
+use rozone_rpc::block_token::{self, AccessMode};
 use rozone_rpc::Role;
 use rozone_types::BlockId;
 use tonic::{Request, Response, Status, Streaming};
@@ -38,6 +41,25 @@ fn writable(node: &Node, id: u64) -> Result<Arc<Pipeline>, DnError> {
     Ok(p)
 }
 
+/// Refuses `req` unless it carries a block token for `block` (request field `field`)
+/// granting `mode`. Without token checks (an insecure datanode) the field is left to the
+/// handler, so a bad request is refused exactly as before.
+async fn authorize<T>(
+    node: &Node,
+    req: &Request<T>,
+    block: Option<pb::BlockId>,
+    field: &str,
+    mode: AccessMode,
+) -> Result<(), DnError> {
+    if !node.tokens.enabled() {
+        return Ok(());
+    }
+    let block = BlockId::from_field(block, field)?;
+    node.tokens
+        .check(&block_token::from_request(req), block, mode)
+        .await
+}
+
 #[tonic::async_trait]
 impl Container for ContainerService {
     async fn write_chunk(
@@ -46,6 +68,8 @@ impl Container for ContainerService {
     ) -> Result<Response<pb::WriteChunkReply>, Status> {
         require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
+        let block = req.get_ref().block_id;
+        authorize(&node, &req, block, "block_id", AccessMode::WRITE).await?;
         Ok(Response::new(write_chunk(&node, req.into_inner()).await?))
     }
 
@@ -55,6 +79,8 @@ impl Container for ContainerService {
     ) -> Result<Response<pb::PutBlockReply>, Status> {
         require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
+        let block = req.get_ref().block.as_ref().and_then(|b| b.block_id);
+        authorize(&node, &req, block, "block.block_id", AccessMode::WRITE).await?;
         Ok(Response::new(put_block(&node, req.into_inner()).await?))
     }
 
@@ -64,7 +90,11 @@ impl Container for ContainerService {
     ) -> Result<Response<pb::StreamBlockReply>, Status> {
         require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
-        Ok(Response::new(stream_block(&node, req.into_inner()).await?))
+        // The block is named by the stream's header: checked once that has arrived.
+        let token = block_token::from_request(&req);
+        Ok(Response::new(
+            stream_block(&node, &token, req.into_inner()).await?,
+        ))
     }
 
     async fn get_block(
@@ -73,6 +103,8 @@ impl Container for ContainerService {
     ) -> Result<Response<pb::GetBlockReply>, Status> {
         require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
+        let block = req.get_ref().block_id;
+        authorize(&node, &req, block, "block_id", AccessMode::READ).await?;
         Ok(Response::new(get_block(&node, req.into_inner()).await?))
     }
 
@@ -82,6 +114,8 @@ impl Container for ContainerService {
     ) -> Result<Response<pb::ReadChunkReply>, Status> {
         require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
+        let block = req.get_ref().block_id;
+        authorize(&node, &req, block, "block_id", AccessMode::READ).await?;
         Ok(Response::new(read_chunk(&node, req.into_inner()).await?))
     }
 
@@ -91,6 +125,8 @@ impl Container for ContainerService {
     ) -> Result<Response<pb::GetCommittedBlockLengthReply>, Status> {
         require_role(&req, DATA_ROLES, "container I/O")?;
         let node = node(&self.node)?;
+        let block = req.get_ref().block_id;
+        authorize(&node, &req, block, "block_id", AccessMode::READ).await?;
         Ok(Response::new(
             get_committed_block_length(&node, req.into_inner()).await?,
         ))
@@ -140,6 +176,7 @@ async fn put_block(node: &Node, r: pb::PutBlockRequest) -> Result<pb::PutBlockRe
 /// with the length and checksums the client computed; nothing is stored unless all agree.
 async fn stream_block(
     node: &Node,
+    token: &Result<Vec<u8>, block_token::TokenError>,
     mut s: Streaming<pb::StreamBlockRequest>,
 ) -> Result<pb::StreamBlockReply, Status> {
     use pb::stream_block_request::Msg;
@@ -151,6 +188,7 @@ async fn stream_block(
         _ => return Err(DnError::invalid("a stream must start with its header").into()),
     };
     let block = BlockId::from_field(header.block_id, "header.block_id").map_err(DnError::from)?;
+    node.tokens.check(token, block, AccessMode::WRITE).await?;
     let (kind, bpc) = scheme_from(
         header.checksum_type,
         header.bytes_per_checksum,

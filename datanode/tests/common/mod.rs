@@ -153,6 +153,7 @@ impl ScmDatanode for FakeScm {
         Ok(Response::new(spb::RegisterReply {
             cluster_id: "CID-test".into(),
             datanode_id: id,
+            secret_keys: Vec::new(),
         }))
     }
 
@@ -171,6 +172,7 @@ impl ScmDatanode for FakeScm {
             return Ok(Response::new(spb::HeartbeatReply {
                 commands: vec![],
                 reregister: true,
+                secret_keys: Vec::new(),
             }));
         }
         if let Some(nr) = r.node_report {
@@ -199,6 +201,7 @@ impl ScmDatanode for FakeScm {
         Ok(Response::new(spb::HeartbeatReply {
             commands,
             reregister: false,
+            secret_keys: Vec::new(),
         }))
     }
 }

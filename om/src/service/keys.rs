@@ -1,6 +1,7 @@
 //! Key requests. Writes are pre-executed by the leader — blocks from the SCM, the time and
 //! a new client id are filled in *before* the request is proposed — so every replica applies
-//! the same command.
+//! the same command. Replies carry block tokens ([`crate::tokens`]): read+write for the
+//! blocks of an open key, read for the blocks of every key described.
 
 use rozone_proto::om as pb;
 use rozone_proto::scm as spb;
@@ -155,11 +156,13 @@ pub async fn open_key(n: &OmNode, r: pb::OpenKeyRequest) -> Result<pb::OpenKeyRe
         };
         match n.propose(req).await {
             Ok(OmResponse::KeyOpened(o)) => {
+                let mut blocks: Vec<_> = o.blocks.iter().map(allocated_pb).collect();
+                n.tokens.sign_allocated(&n.scm, &mut blocks).await?;
                 return Ok(pb::OpenKeyReply {
                     client_id,
                     session: Some((&o).into()),
-                    blocks: o.blocks.iter().map(allocated_pb).collect(),
-                })
+                    blocks,
+                });
             }
             Err(OmError::Refused(Refusal::OpenKeyExists { .. })) => continue,
             Err(e) => return Err(e),
@@ -209,7 +212,7 @@ pub async fn allocate_block(
     } else {
         Vec::new()
     };
-    let reply_blocks = blocks.iter().map(allocated_pb).collect();
+    let mut reply_blocks: Vec<_> = blocks.iter().map(allocated_pb).collect();
     match n
         .propose(OmRequest::AddBlocks {
             id,
@@ -219,10 +222,13 @@ pub async fn allocate_block(
         })
         .await?
     {
-        OmResponse::BlocksAdded { expires_ms } => Ok(pb::AllocateBlockReply {
-            blocks: reply_blocks,
-            expires_ms,
-        }),
+        OmResponse::BlocksAdded { expires_ms } => {
+            n.tokens.sign_allocated(&n.scm, &mut reply_blocks).await?;
+            Ok(pb::AllocateBlockReply {
+                blocks: reply_blocks,
+                expires_ms,
+            })
+        }
         other => Err(unexpected(other)),
     }
 }
@@ -283,10 +289,10 @@ pub async fn commit_key(
     };
     match n.propose(req).await? {
         OmResponse::KeyCommitted(k) => {
-            let db = n.group.db();
-            Ok(pb::CommitKeyReply {
-                key: Some(key_info(&db, &k)?),
-            })
+            let mut key = [key_info(&n.group.db(), &k)?];
+            n.tokens.sign_keys(&n.scm, &mut key).await?;
+            let [key] = key;
+            Ok(pb::CommitKeyReply { key: Some(key) })
         }
         other => Err(unexpected(other)),
     }
@@ -306,8 +312,12 @@ pub async fn lookup_key(
         }
         .into());
     };
+    let mut key = [key_info(&db, &k)?];
+    drop(db);
+    n.tokens.sign_keys(&n.scm, &mut key).await?;
+    let [key] = key;
     Ok(pb::LookupKeyReply {
-        key: Some(key_info(&db, &k)?),
+        key: Some(key),
         read_info: Some(info),
     })
 }
@@ -328,11 +338,14 @@ pub async fn list_keys(n: &OmNode, r: pb::ListKeysRequest) -> Result<pb::ListKey
         &r.start_after,
         page(r.limit),
     )?;
+    let mut keys = ks
+        .iter()
+        .map(|k| key_info(&db, k))
+        .collect::<Result<Vec<_>, _>>()?;
+    drop(db);
+    n.tokens.sign_keys(&n.scm, &mut keys).await?;
     Ok(pb::ListKeysReply {
-        keys: ks
-            .iter()
-            .map(|k| key_info(&db, k))
-            .collect::<Result<_, _>>()?,
+        keys,
         truncated,
         read_info: Some(info),
     })

@@ -177,9 +177,12 @@ pub async fn complete(
         })
         .await?
     {
-        OmResponse::KeyCommitted(k) => Ok(pb::CommitKeyReply {
-            key: Some(key_info(&n.group.db(), &k)?),
-        }),
+        OmResponse::KeyCommitted(k) => {
+            let mut key = [key_info(&n.group.db(), &k)?];
+            n.tokens.sign_keys(&n.scm, &mut key).await?;
+            let [key] = key;
+            Ok(pb::CommitKeyReply { key: Some(key) })
+        }
         other => Err(unexpected(other)),
     }
 }

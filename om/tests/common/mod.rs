@@ -88,6 +88,7 @@ impl ScmBlock for ScmHandle {
                         state: spb::PipelineState::PipelineOpen as i32,
                     }),
                     max_size,
+                    block_token: Vec::new(),
                 }
             })
             .collect();
@@ -103,6 +104,14 @@ impl ScmBlock for ScmHandle {
             d.push((b.container_id, b.local_id));
         }
         Ok(Response::new(spb::DeleteBlocksReply { txn_ids: vec![] }))
+    }
+
+    /// No keys: the OMs under test run insecure and issue no block tokens.
+    async fn get_secret_keys(
+        &self,
+        _req: Request<spb::GetSecretKeysRequest>,
+    ) -> Result<Response<spb::GetSecretKeysReply>, Status> {
+        Ok(Response::new(spb::GetSecretKeysReply::default()))
     }
 }
 

@@ -79,6 +79,7 @@ pub fn registered(r: Registered) -> pb::RegisterReply {
     pb::RegisterReply {
         cluster_id: r.cluster_id,
         datanode_id: r.datanode_id,
+        secret_keys: Vec::new(),
     }
 }
 
@@ -86,7 +87,21 @@ pub fn beat_reply(r: &BeatReply) -> pb::HeartbeatReply {
     pb::HeartbeatReply {
         commands: r.commands.iter().map(queued_command).collect(),
         reregister: r.reregister,
+        secret_keys: Vec::new(),
     }
+}
+
+/// The block-token keys as OMs and datanodes receive them.
+pub fn secret_keys(keys: &[crate::state::secret_keys::SecretKeyRecord]) -> Vec<pb::SecretKey> {
+    keys.iter()
+        .map(|k| pb::SecretKey {
+            id: k.id,
+            secret: k.secret.clone(),
+            created_ms: k.created_ms,
+            expires_ms: k.expires_ms,
+            keep_until_ms: k.keep_until_ms,
+        })
+        .collect()
 }
 
 pub fn allocated_blocks(blocks: &[AllocatedBlock]) -> pb::AllocateBlockReply {
@@ -100,6 +115,8 @@ pub fn allocated_blocks(blocks: &[AllocatedBlock]) -> pb::AllocateBlockReply {
                 }),
                 pipeline: Some(pipeline(&b.pipeline)),
                 max_size: b.max_size,
+                // Tokens are the OM's to sign, for its own clients.
+                block_token: Vec::new(),
             })
             .collect(),
     }

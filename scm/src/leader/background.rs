@@ -1,6 +1,7 @@
 //! The leader's periodic work: node health (HEALTHY → STALE → DEAD), closing pipelines of
 //! dead members, creating pipelines, safe mode, the ReplicationManager and delivery of
-//! deleted-block transactions. Runs on every SCM; does nothing unless it is the ready leader.
+//! deleted-block transactions, block-token key rotation. Runs on every SCM; does nothing
+//! unless it is the ready leader.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -54,6 +55,11 @@ impl ScmNode {
         last_rm: &mut Option<(u64, Instant)>,
         last_del: &mut Option<Instant>,
     ) -> Result<(), ScmError> {
+        // Keys first: an OM cannot hand out tokens (nor a client write) before one exists.
+        // A failure here does not hold up the rest of the pass; the next tick retries.
+        if let Err(e) = self.rotate_secret_keys().await {
+            tracing::warn!(error = %e, "block-token key rotation failed");
+        }
         let (term, healthy, reports_complete, changed) = {
             let mut m = self.lead()?;
             let now = Instant::now();

@@ -1,10 +1,10 @@
 //! The SCM leader's work on [`crate::node::ScmNode`], on top of the replicated state:
 //! datanode registration and heartbeats ([`reports`]), pipelines ([`pipelines`]), block
 //! allocation and deletion ([`blocks`]), the ReplicationManager ([`rm`]), deletion of empty
-//! containers ([`deleting`]), what admins ask ([`admin`]) and the periodic loop that
-//! drives them ([`background`]). It takes and returns domain types ([`types`],
-//! [`crate::cluster::commands::DatanodeCommand`]); refusals are
-//! [`crate::error::ScmError`]s. Only `service/` and `convert/` speak protobuf and
+//! containers ([`deleting`]), block-token secret keys ([`secret_keys`]), what admins ask
+//! ([`admin`]) and the periodic loop that drives them ([`background`]). It takes and
+//! returns domain types ([`types`], [`crate::cluster::commands::DatanodeCommand`]);
+//! refusals are [`crate::error::ScmError`]s. Only `service/` and `convert/` speak protobuf and
 //! `tonic::Status`.
 
 pub mod admin;
@@ -14,4 +14,5 @@ pub mod deleting;
 pub mod pipelines;
 pub mod reports;
 pub mod rm;
+pub mod secret_keys;
 pub mod types;

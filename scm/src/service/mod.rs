@@ -9,7 +9,9 @@
 //!
 //! Authorization (mutual TLS, docs/security.md), checked first, before anything changes:
 //! the datanode protocol only from the certificate of the datanode the request names;
-//! block allocation only from OMs; block deletion from OMs and admins.
+//! block allocation only from OMs; block deletion from OMs and admins; the block-token
+//! secret keys only to OMs and datanodes (a datanode gets them in its register and
+//! heartbeat replies too).
 
 pub mod admin;
 pub mod ring;
@@ -39,7 +41,9 @@ impl ScmDatanode for DatanodeService {
         require_node(&req, Role::Datanode, id, "Register")?;
         let r = convert::registration(req.get_ref()).map_err(ScmError::from)?;
         let reply = self.0.register(r).await?;
-        Ok(Response::new(convert::registered(reply)))
+        let mut out = convert::registered(reply);
+        out.secret_keys = convert::secret_keys(&self.0.secret_keys()?);
+        Ok(Response::new(out))
     }
 
     async fn heartbeat(
@@ -49,7 +53,9 @@ impl ScmDatanode for DatanodeService {
         require_node(&req, Role::Datanode, req.get_ref().datanode_id, "Heartbeat")?;
         let b = convert::heartbeat(req.get_ref()).map_err(ScmError::from)?;
         let reply = self.0.heartbeat(b).await?;
-        Ok(Response::new(convert::beat_reply(&reply)))
+        let mut out = convert::beat_reply(&reply);
+        out.secret_keys = convert::secret_keys(&self.0.secret_keys()?);
+        Ok(Response::new(out))
     }
 }
 
@@ -77,5 +83,16 @@ impl ScmBlock for BlockService {
             .delete_blocks(&convert::block_ids(req.get_ref()))
             .await?;
         Ok(Response::new(pb::DeleteBlocksReply { txn_ids }))
+    }
+
+    async fn get_secret_keys(
+        &self,
+        req: Request<pb::GetSecretKeysRequest>,
+    ) -> Result<Response<pb::GetSecretKeysReply>, Status> {
+        require_role(&req, &[Role::Om, Role::Datanode], "GetSecretKeys")?;
+        let keys = self.0.secret_keys()?;
+        Ok(Response::new(pb::GetSecretKeysReply {
+            keys: convert::secret_keys(&keys),
+        }))
     }
 }

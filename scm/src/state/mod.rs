@@ -19,6 +19,7 @@ pub mod logic;
 pub mod read;
 pub mod registry;
 pub mod request;
+pub mod secret_keys;
 pub mod sequence;
 pub mod types;
 
@@ -41,8 +42,9 @@ pub const CF_CONTAINERS: &str = "containers";
 pub const CF_PIPELINES: &str = "pipelines";
 /// Deleted-block transactions: txn id (big-endian) → [`DeletedBlocksTxn`].
 pub const CF_DELETED_BLOCKS: &str = "deleted_blocks";
-/// Cluster-wide rows: the cluster id under [`KEY_CLUSTER_ID`], and what a new leader
-/// starts from ([`registry`]: datanodes as last known, the safe-mode record).
+/// Cluster-wide rows: the cluster id under [`KEY_CLUSTER_ID`], what a new leader starts
+/// from ([`registry`]: datanodes as last known, the safe-mode record), and the block-token
+/// secret keys ([`secret_keys`]).
 pub const CF_CLUSTER: &str = "cluster";
 /// Key of the cluster id in [`CF_CLUSTER`].
 pub const KEY_CLUSTER_ID: &[u8] = b"cluster_id";

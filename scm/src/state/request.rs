@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::secret_keys::SecretKeyRecord;
 use super::types::{ContainerEvent, ContainerInfo, ContainerState, DatanodeRecord, PipelineInfo};
 
 /// A command of the SCM state machine, replicated in the sealed envelope
@@ -50,6 +51,12 @@ pub enum ScmRequest {
     RecordDatanode(DatanodeRecord),
     /// Records that the leader of `term` serves outside safe mode (kept: the highest term).
     RecordSafeModeLeft { term: u64 },
+    /// Adds a block-token secret key (bytes drawn by the leader before proposing); refused
+    /// unless well-formed and its id is above every kept key's.
+    AddSecretKey(SecretKeyRecord),
+    /// Forgets the secret keys whose `keep_until_ms` is at or before `now_ms` (stamped by
+    /// the leader).
+    RemoveExpiredSecretKeys { now_ms: u64 },
 }
 
 /// The outcome of an [`ScmRequest`].
@@ -154,6 +161,18 @@ pub enum ScmResponse {
     /// The highest term recorded as out of safe mode, after the request.
     SafeModeLeftRecorded {
         term: u64,
+    },
+    SecretKeyAdded {
+        id: u64,
+    },
+    /// A key with a bad shape, or an id not above every kept key's.
+    SecretKeyRefused {
+        id: u64,
+        reason: String,
+    },
+    /// How many keys were forgotten.
+    SecretKeysRemoved {
+        removed: u64,
     },
 }
 

@@ -19,6 +19,8 @@ fn name(r: &ScmRequest) -> &'static str {
         ScmRequest::RemoveDeletedBlocks { .. } => "RemoveDeletedBlocks",
         ScmRequest::RecordDatanode(_) => "RecordDatanode",
         ScmRequest::RecordSafeModeLeft { .. } => "RecordSafeModeLeft",
+        ScmRequest::AddSecretKey(_) => "AddSecretKey",
+        ScmRequest::RemoveExpiredSecretKeys { .. } => "RemoveExpiredSecretKeys",
     }
 }
 
@@ -77,6 +79,16 @@ fn samples() -> Vec<ScmRequest> {
             health: NodeHealth::Stale,
         }),
         ScmRequest::RecordSafeModeLeft { term: 4 },
+        ScmRequest::AddSecretKey(crate::state::secret_keys::SecretKeyRecord {
+            id: 3,
+            secret: (0..32).collect(),
+            created_ms: 1_700_000_000_000,
+            expires_ms: 1_700_086_400_000,
+            keep_until_ms: 1_700_090_000_000,
+        }),
+        ScmRequest::RemoveExpiredSecretKeys {
+            now_ms: 1_700_090_000_000,
+        },
     ]
 }
 

@@ -137,6 +137,10 @@ impl StateMachineLogic for ScmLogic {
             ScmRequest::RecordSafeModeLeft { term } => {
                 super::registry::record_safe_mode_left(txn, term)
             }
+            ScmRequest::AddSecretKey(k) => super::secret_keys::add(txn, k),
+            ScmRequest::RemoveExpiredSecretKeys { now_ms } => {
+                super::secret_keys::remove_expired(txn, now_ms)
+            }
         }
     }
 }

@@ -10,6 +10,7 @@ mod certs;
 mod layout;
 mod procs;
 mod ready;
+mod set;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitCode};
@@ -46,6 +47,10 @@ pub enum DevCommand {
         /// Give up waiting for readiness after this long.
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         ready_timeout: Duration,
+        /// A config key of the scm, om, datanode or s3g section for every daemon of that
+        /// kind, at this start (repeatable): e.g. --set om.block_token_lifetime=30s.
+        #[arg(long = "set", value_name = "SECTION.KEY=VALUE", value_parser = set::parse)]
+        set: Vec<set::Setting>,
     },
     /// Stop a cluster started with --detach.
     Down {
@@ -67,12 +72,14 @@ pub async fn run(as_json: bool, cmd: DevCommand) -> anyhow::Result<ExitCode> {
             detach,
             bin_dir,
             ready_timeout,
+            set,
         } => {
             let dir = absolute(&dir)?;
             let mut up = Up {
                 dir,
                 children: Vec::new(),
                 pids: Vec::new(),
+                settings: set,
             };
             match up
                 .start(
@@ -109,6 +116,8 @@ struct Up {
     dir: PathBuf,
     children: Vec<(String, Child)>,
     pids: Vec<PidEntry>,
+    /// `--set` keys for the daemons' main sections.
+    settings: Vec<set::Setting>,
 }
 
 impl Up {
@@ -228,7 +237,7 @@ impl Up {
         }
         let extra: std::collections::HashMap<Kind, String> = bins
             .iter()
-            .map(|(k, b)| (*k, optional_keys(*k, b)))
+            .map(|(k, b)| (*k, set::lines(&optional_keys(*k, b), &self.settings, *k)))
             .collect();
         // Mutual TLS on every port, as in production: a CA and a certificate per daemon.
         let tls = certs::DevTls::ensure(&dir, &layout)?;
