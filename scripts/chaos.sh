@@ -22,7 +22,9 @@ if command -v ccache >/dev/null 2>&1; then
     export CC="ccache gcc" CXX="ccache g++"
 fi
 
-cargo build --release -p rozone-scm -p rozone-om -p rozone-datanode -p rozone-chaos --bins
+# Failpoints compiled in: the disk faults set `dn-disk-fault` in running datanodes (docs/chaos.md).
+cargo build --release -p rozone-scm -p rozone-om -p rozone-datanode -p rozone-chaos --bins \
+    --features rozone-datanode/failpoints,rozone-raft/failpoints
 bin="$CARGO_TARGET_DIR/release/rozone-chaos"
 mkdir -p "$out"
 

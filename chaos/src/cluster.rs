@@ -55,6 +55,8 @@ pub struct Node {
     pub id: u64,
     pub name: String,
     pub client_addr: String,
+    /// Its HTTP endpoint (health, metrics and, in builds with failpoints, `/failpoints`).
+    pub http_addr: String,
     pub config: PathBuf,
     pub proxy: Option<LinkProxy>,
     pub daemon: Option<Proc>,
@@ -67,6 +69,8 @@ pub struct Cluster {
     pub dir: PathBuf,
     pub bins: PathBuf,
     pub nodes: BTreeMap<String, Node>,
+    /// `ROZONE_FAILPOINTS` for every daemon started (`--daemon-failpoints`).
+    pub failpoints: Option<String>,
     owners: Owners,
 }
 
@@ -97,9 +101,9 @@ impl Cluster {
     pub fn configure(dir: &Path, bins: &Path, size: Size) -> anyhow::Result<Self> {
         let owners: Owners = Arc::new(Mutex::new(Vec::new()));
         let mut nodes = BTreeMap::new();
-        let mut p = ports(((size.scms + size.oms) * 3 + size.datanodes * 4) as usize)?.into_iter();
+        let mut p = ports(((size.scms + size.oms + size.datanodes) * 4) as usize)?.into_iter();
         let mut next = || p.next().context("ports");
-        // (kind, id, client, peer listen, extra)
+        // (kind, id, client, peer listen, extra, http)
         let mut plan = Vec::new();
         for (kind, n) in [
             (Kind::Scm, size.scms),
@@ -107,12 +111,12 @@ impl Cluster {
             (Kind::Datanode, size.datanodes),
         ] {
             for id in 1..=n {
-                plan.push((kind, id, next()?, next()?, next()?));
+                plan.push((kind, id, next()?, next()?, next()?, next()?));
             }
         }
         let mut proxies = BTreeMap::new();
         let mut peers: BTreeMap<Kind, String> = BTreeMap::new();
-        for (kind, id, client, peer, _) in &plan {
+        for (kind, id, client, peer, _, _) in &plan {
             if *kind == Kind::Datanode {
                 continue;
             }
@@ -129,11 +133,11 @@ impl Cluster {
             .filter(|n| n.0 == Kind::Scm)
             .map(|n| format!("127.0.0.1:{}", n.2))
             .collect();
-        for (kind, id, client, peer, extra) in plan {
+        for (kind, id, client, peer, extra, http) in plan {
             let name = format!("{}{id}", kind.prefix());
             let data = dir.join(&name);
             let head = format!(
-                "[node]\nid = {id}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:0\"\n{RAFT}",
+                "[node]\nid = {id}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:{http}\"\n{RAFT}",
                 data.display().to_string()
             );
             let text = match kind {
@@ -164,6 +168,7 @@ impl Cluster {
                     id,
                     name,
                     client_addr: format!("127.0.0.1:{client}"),
+                    http_addr: format!("127.0.0.1:{http}"),
                     config,
                     proxy: proxies.remove(&(kind, id)),
                     daemon: None,
@@ -176,6 +181,7 @@ impl Cluster {
             dir: dir.to_path_buf(),
             bins: bins.to_path_buf(),
             nodes,
+            failpoints: None,
             owners,
         })
     }
@@ -211,12 +217,16 @@ impl Cluster {
     /// Starts `name` with startup flags (waits for nothing).
     pub fn spawn(&mut self, name: &str, flags: &[&str]) -> anyhow::Result<()> {
         let bin = self.bins.join(self.node(name)?.kind.binary());
+        let failpoints = self.failpoints.clone();
         let n = self.node_mut(name)?;
         if n.daemon.is_some() {
             bail!("{name} is running already");
         }
         let mut cmd = testkit::insecure_command(&bin);
         cmd.arg("--config").arg(&n.config).args(flags);
+        if let Some(spec) = &failpoints {
+            cmd.env(rozone_telemetry::failpoints::ENV, spec);
+        }
         let d = Proc::spawn(cmd, &n.log)?;
         let pid = d.pid();
         n.daemon = Some(d);
@@ -225,6 +235,40 @@ impl Cluster {
         owners.retain(|(o, _)| o != name);
         owners.push((name.to_string(), pid));
         Ok(())
+    }
+
+    /// Sets (`Some(actions)`, the `fail` crate's syntax) or removes (`None`) a failpoint in
+    /// `name`'s running process through its HTTP endpoint.
+    pub fn failpoint(&self, name: &str, fp: &str, actions: Option<&str>) -> anyhow::Result<()> {
+        use std::io::{Read, Write};
+        let addr = &self.node(name)?.http_addr;
+        let (method, body) = match actions {
+            Some(a) => ("PUT", a),
+            None => ("DELETE", ""),
+        };
+        let mut s = std::net::TcpStream::connect(addr)
+            .with_context(|| format!("{name}: connect to {addr}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        s.set_write_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            s,
+            "{method} /failpoints/{fp} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n\
+             Connection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut resp = String::new();
+        s.read_to_string(&mut resp)
+            .with_context(|| format!("{name}: read the reply of {method} /failpoints/{fp}"))?;
+        match resp.split_whitespace().nth(1) {
+            Some("200") => Ok(()),
+            Some("404") | Some("405") => {
+                bail!("{name} has no failpoints: a build without the `failpoints` feature")
+            }
+            _ => bail!(
+                "{name}: {method} /failpoints/{fp}: {}",
+                resp.lines().last().unwrap_or("no reply")
+            ),
+        }
     }
 
     /// Waits for a line on `name`'s stderr.
@@ -262,6 +306,19 @@ impl Cluster {
         }
         n.paused = false;
         Ok(())
+    }
+
+    /// Deletes `name`'s data dir (it must be stopped): its disk lost for good.
+    pub fn wipe(&mut self, name: &str) -> anyhow::Result<()> {
+        if self.running(name) {
+            bail!("{name} is running: stop it before wiping its data");
+        }
+        let data = self.dir.join(name);
+        match std::fs::remove_dir_all(&data) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("wipe {}", data.display())),
+        }
     }
 
     /// Whether `name` runs (started, not exited).

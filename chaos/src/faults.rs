@@ -31,6 +31,15 @@ pub enum FaultKind {
     CutOutbound,
     /// Leadership handed to a follower.
     Transfer,
+    /// A ring member lost for good: removed, its data wiped, rejoined with `--bootstrap`.
+    Replace,
+    /// A datanode's disk returns EIO (failpoint `dn-disk-fault`) for the hold; then the
+    /// datanode restarts, as after a disk swap (a volume that failed stays failed until its
+    /// process restarts).
+    DiskError,
+    /// A datanode's disk returns ENOSPC for the hold; then the failpoint is removed and the
+    /// datanode must find its space again by itself.
+    DiskFull,
 }
 
 /// One scheduled fault.
@@ -50,15 +59,18 @@ pub struct Families {
     pub process: bool,
     pub network: bool,
     pub membership: bool,
+    /// Needs daemons built with failpoints (the test build is).
+    pub disk: bool,
 }
 
 impl Families {
-    /// Parses "process,network,membership" (or "all" / "none").
+    /// Parses "process,network,membership,disk" (or "all" / "none").
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut f = Families {
             process: false,
             network: false,
             membership: false,
+            disk: false,
         };
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             match part {
@@ -67,15 +79,17 @@ impl Families {
                         process: true,
                         network: true,
                         membership: true,
+                        disk: true,
                     }
                 }
                 "none" => {}
                 "process" => f.process = true,
                 "network" => f.network = true,
                 "membership" => f.membership = true,
+                "disk" => f.disk = true,
                 other => {
                     return Err(format!(
-                    "unknown fault family {other:?}: use process, network, membership, all or none"
+                    "unknown fault family {other:?}: use process, network, membership, disk, all or none"
                 ))
                 }
             }
@@ -99,7 +113,10 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
         ]);
     }
     if families.membership {
-        kinds.push(FaultKind::Transfer);
+        kinds.extend([FaultKind::Transfer, FaultKind::Replace]);
+    }
+    if families.disk && datanodes {
+        kinds.extend([FaultKind::DiskError, FaultKind::DiskFull]);
     }
     let mut out = Vec::new();
     if kinds.is_empty() {
@@ -113,6 +130,7 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
         // The OM ring first (it serves the workload), then the SCM ring, then datanodes.
         let roll = rng.random_range(0..10);
         let ring = match (kind, roll) {
+            (FaultKind::DiskError | FaultKind::DiskFull, _) => Kind::Datanode,
             (_, 0..6) => Kind::Om,
             (FaultKind::Kill | FaultKind::Pause, 9) if datanodes => Kind::Datanode,
             _ => Kind::Scm,
@@ -123,7 +141,7 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
             Target::Follower
         };
         let hold = match kind {
-            FaultKind::Transfer => Duration::ZERO,
+            FaultKind::Transfer | FaultKind::Replace => Duration::ZERO,
             _ => Duration::from_millis(rng.random_range(1500..4000)),
         };
         out.push(Fault {
@@ -155,6 +173,11 @@ mod tests {
             FaultKind::Isolate | FaultKind::CutInbound | FaultKind::CutOutbound
         )));
         assert!(schedule(7, d, Families::parse("none").unwrap(), true).is_empty());
-        assert!(Families::parse("disk").is_err());
+        let disk = schedule(7, d, Families::parse("disk").unwrap(), true);
+        assert!(!disk.is_empty());
+        assert!(disk.iter().all(|f| f.ring == Kind::Datanode
+            && matches!(f.kind, FaultKind::DiskError | FaultKind::DiskFull)));
+        assert!(schedule(7, d, Families::parse("disk").unwrap(), false).is_empty());
+        assert!(Families::parse("clock").is_err());
     }
 }

@@ -24,7 +24,8 @@ struct Args {
     /// How long the workload runs.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     duration: Duration,
-    /// Fault families: process, network, membership (comma-separated), all or none.
+    /// Fault families: process, network, membership, disk (comma-separated), all or none.
+    /// Disk faults need daemons built with failpoints (the test build is).
     #[arg(long, default_value = "all", value_parser = Families::parse)]
     faults: Families,
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=7))]
@@ -51,6 +52,13 @@ struct Args {
     /// Search time per register before the checker answers "unknown".
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     check_timeout: Duration,
+    /// Failpoints for every daemon, `name=actions;...` (a build with failpoints only), e.g.
+    /// `raft-lease-bypass=return` re-creates the stale read the leader lease fixed.
+    #[arg(long)]
+    daemon_failpoints: Option<String>,
+    /// Write the history and daemon logs to --out even when the run passes.
+    #[arg(long)]
+    keep: bool,
 }
 
 fn main() -> ExitCode {
@@ -81,6 +89,8 @@ fn main() -> ExitCode {
         bins,
         out: a.out,
         check_timeout: a.check_timeout,
+        daemon_failpoints: a.daemon_failpoints,
+        keep: a.keep,
     };
     let rt = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

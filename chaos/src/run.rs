@@ -13,9 +13,10 @@ use rozone_client::{Client, ClientConfig};
 
 use crate::checker::{self, Call, Op, Outcome, Report};
 use crate::cluster::{Cluster, Kind, Size, WAIT};
+use crate::data::{self, DataLog, DATA_BUCKET};
 use crate::faults::{self, Families, Fault, FaultKind, Target};
-use crate::rings;
 use crate::workload::{self, Recorder, BUCKET, VOLUME};
+use crate::{membership, rings};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -30,6 +31,11 @@ pub struct Options {
     pub bins: PathBuf,
     pub out: Option<PathBuf>,
     pub check_timeout: Duration,
+    /// `ROZONE_FAILPOINTS` for every daemon (e.g. `raft-lease-bypass=return` re-creates the
+    /// stale read the leader lease fixed, to show the checker finds it).
+    pub daemon_failpoints: Option<String>,
+    /// Write the history and logs to `out` even when the run passes.
+    pub keep: bool,
 }
 
 /// What a run found.
@@ -41,6 +47,8 @@ pub struct RunReport {
     pub end_state: Vec<String>,
     pub workload: Duration,
     pub start_took: Duration,
+    /// The data workload's counts.
+    pub data: String,
 }
 
 impl RunReport {
@@ -87,6 +95,7 @@ impl RunReport {
             self.report.checked,
             self.report.keys.len()
         ));
+        s.push_str(&format!("{}\n", self.data));
         for e in &self.end_state {
             s.push_str(&format!("end state: {e}\n"));
         }
@@ -121,11 +130,12 @@ pub async fn run(o: &Options) -> anyhow::Result<RunReport> {
         }
     }
     let tmp = tempfile::tempdir().context("temp dir")?;
-    let cluster = Cluster::configure(tmp.path(), &o.bins, o.size)?;
+    let mut cluster = Cluster::configure(tmp.path(), &o.bins, o.size)?;
+    cluster.failpoints = o.daemon_failpoints.clone();
     let cluster = Arc::new(Mutex::new(cluster));
     let result = run_in(o, &cluster).await;
     let keep = match &result {
-        Ok(r) => !r.passed(),
+        Ok(r) => o.keep || !r.passed(),
         Err(_) => true,
     };
     if let (true, Some(out)) = (keep, &o.out) {
@@ -146,20 +156,20 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
         let c = lock(cluster);
         (c.client_addrs(Kind::Om), c.client_addrs(Kind::Scm))
     };
-    let client = Client::new(&ClientConfig {
-        om_addrs,
+    let client = Arc::new(Client::new(&ClientConfig {
+        om_addrs: om_addrs.clone(),
         scm_addrs,
         call_deadline: Duration::from_secs(4),
         attempt_timeout: Duration::from_secs(1),
         insecure: true,
         ..ClientConfig::default()
-    })?;
+    })?);
     setup(&client.om).await?;
 
     let rec = Arc::new(Recorder::new());
     let regs = Arc::new(workload::registers(o.keys, o.volumes));
     let stop = Arc::new(AtomicBool::new(false));
-    let workers: Vec<_> = (0..o.clients)
+    let mut workers: Vec<_> = (0..o.clients)
         .map(|i| {
             tokio::spawn(workload::client_loop(
                 client.om.clone(),
@@ -168,9 +178,38 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
                 i,
                 o.seed,
                 Arc::clone(&stop),
+                false,
             ))
         })
         .collect();
+    // One reader pinned to each OM, as a client on one side of a partition that reaches
+    // only that member: the shared clients follow the leader together, so without these
+    // nobody would ask a cut-off old leader anything once a new one answers.
+    for (i, addr) in om_addrs.iter().enumerate() {
+        let pinned = Client::new(&ClientConfig {
+            om_addrs: vec![addr.clone()],
+            call_deadline: Duration::from_secs(2),
+            attempt_timeout: Duration::from_secs(1),
+            insecure: true,
+            ..ClientConfig::default()
+        })?;
+        workers.push(tokio::spawn(workload::client_loop(
+            pinned.om.clone(),
+            Arc::clone(&rec),
+            Arc::clone(&regs),
+            o.clients + i as u32,
+            o.seed,
+            Arc::clone(&stop),
+            true,
+        )));
+    }
+    let data_log = Arc::new(DataLog::default());
+    let writer = tokio::spawn(data::writer_loop(
+        Arc::clone(&client),
+        Arc::clone(&data_log),
+        o.seed,
+        Arc::clone(&stop),
+    ));
     let schedule = faults::schedule(o.seed, o.duration, o.families, o.size.datanodes > 0);
     let mut injected = Vec::new();
     let began = Instant::now();
@@ -187,6 +226,7 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
     for w in workers {
         w.await.context("client task")?;
     }
+    writer.await.context("data writer task")?;
     let workload = began.elapsed();
 
     let mut end_state = Vec::new();
@@ -209,6 +249,7 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
             end_state.push(format!("final read of {reg}: {e:#}"));
         }
     }
+    end_state.extend(data::verify_all(&client, &data_log, WAIT).await);
     let history = rec.ops();
     let h2 = history.clone();
     let timeout = o.check_timeout;
@@ -221,10 +262,14 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
         end_state,
         workload,
         start_took,
+        data: data_log.summary(),
     })
 }
 
-/// The volume and bucket, then a first put: the cluster serves writes (an open pipeline,
+/// The datanode failpoint of the disk faults (payload `return(<errno>)`).
+const DISK_FAILPOINT: &str = "dn-disk-fault";
+
+/// The volume and buckets, then a first put: the cluster serves writes (an open pipeline,
 /// safe mode left).
 async fn setup(om: &OmClient) -> anyhow::Result<()> {
     let deadline = Instant::now() + WAIT;
@@ -235,9 +280,11 @@ async fn setup(om: &OmClient) -> anyhow::Result<()> {
                 Err(e) if !e.is_already_exists() => return Err(e),
                 _ => {}
             }
-            match om.create_bucket(VOLUME, BUCKET, None).await {
-                Err(e) if !e.is_already_exists() => return Err(e),
-                _ => {}
+            for bucket in [BUCKET, DATA_BUCKET] {
+                match om.create_bucket(VOLUME, bucket, None).await {
+                    Err(e) if !e.is_already_exists() => return Err(e),
+                    _ => {}
+                }
             }
             let open = om
                 .open_key(VOLUME, BUCKET, "probe", 0, &Default::default())
@@ -328,6 +375,26 @@ async fn inject(
             }
             tokio::time::sleep(f.hold).await;
             lock(cluster).heal_all()?;
+        }
+        FaultKind::Replace => {
+            let id = lock(cluster).node(&name)?.id;
+            return membership::replace(cluster, client, f.ring, id).await;
+        }
+        FaultKind::DiskError | FaultKind::DiskFull => {
+            let errno = if f.kind == FaultKind::DiskFull {
+                "enospc"
+            } else {
+                "eio"
+            };
+            lock(cluster).failpoint(&name, DISK_FAILPOINT, Some(&format!("return({errno})")))?;
+            tokio::time::sleep(f.hold).await;
+            lock(cluster).failpoint(&name, DISK_FAILPOINT, None)?;
+            if f.kind == FaultKind::DiskError {
+                // The operator's disk swap: a failed volume comes back with a restart.
+                let mut c = lock(cluster);
+                c.kill(&name)?;
+                c.spawn(&name, &[])?;
+            }
         }
         FaultKind::Transfer => {
             let to = lock(cluster)

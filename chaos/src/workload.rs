@@ -162,7 +162,8 @@ async fn vol_op(om: &OmClient, vol: &str, call: Call, mode: ReadMode) -> Outcome
     }
 }
 
-/// One client: random operations on random registers until `stop`.
+/// One client: random operations on random registers until `stop` (`reads_only`: DEFAULT
+/// gets only, for a client pinned to one OM).
 pub async fn client_loop(
     om: OmClient,
     rec: Arc<Recorder>,
@@ -170,17 +171,21 @@ pub async fn client_loop(
     client: u32,
     seed: u64,
     stop: Arc<AtomicBool>,
+    reads_only: bool,
 ) {
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(client) << 32));
     while !stop.load(Ordering::Relaxed) {
         let reg = &regs[rng.random_range(0..regs.len())];
         let roll = rng.random_range(0..100);
-        let mode = if rng.random_bool(0.5) {
+        // A pinned reader reads in DEFAULT mode only: the mode a cut-off leader could
+        // answer from its own state (LINEARIZABLE asks a quorum first).
+        let mode = if !reads_only && rng.random_bool(0.5) {
             ReadMode::Default
         } else {
             ReadMode::Linearizable
         };
         let call = match (reg.starts_with("key/"), roll) {
+            _ if reads_only => Call::Get,
             (_, 0..50) => Call::Get,
             (true, 50..90) => Call::Put(rec.value()),
             (false, 50..90) => Call::CreateIfAbsent(rec.value()),

@@ -219,6 +219,10 @@ pub fn leader(i: &LeaderInput) -> Result<(), Refused> {
     if i.sole_voter {
         return Ok(());
     }
+    // Fault tests only (builds with failpoints): re-creates the defect the lease fixed, a
+    // leader cut off from its quorum serving reads from its own state, so the chaos suite
+    // can show that its checker finds it (RELIABILITY.md).
+    fail::fail_point!("raft-lease-bypass", |_| Ok(()));
     match i.quorum_ack_age {
         None => Err(Refused::NoQuorumAck),
         // Strict: an acknowledgement exactly one lease old no longer counts.

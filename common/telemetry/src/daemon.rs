@@ -59,6 +59,15 @@ where
     if let Err(e) = init(service, config.log_format()) {
         return fail(service, format!("{e:#}"));
     }
+    match crate::failpoints::from_env() {
+        Ok(0) => {}
+        Ok(n) => tracing::warn!(
+            count = n,
+            spec = %std::env::var(crate::failpoints::ENV).unwrap_or_default(),
+            "failpoints configured from the environment"
+        ),
+        Err(e) => return fail(service, e),
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name(service)

@@ -36,6 +36,25 @@ async fn metrics(State(s): State<Source>) -> impl IntoResponse {
     )
 }
 
+async fn set_failpoint(
+    axum::extract::Path(name): axum::extract::Path<String>,
+    actions: String,
+) -> impl IntoResponse {
+    match crate::failpoints::set(&name, actions.trim()) {
+        Ok(()) => {
+            tracing::warn!(failpoint = %name, actions = %actions.trim(), "failpoint set");
+            (StatusCode::OK, "ok\n".to_string())
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, format!("{e}\n")),
+    }
+}
+
+async fn remove_failpoint(axum::extract::Path(name): axum::extract::Path<String>) -> &'static str {
+    crate::failpoints::remove(&name);
+    tracing::warn!(failpoint = %name, "failpoint removed");
+    "ok\n"
+}
+
 /// Binds `addr` and serves the endpoint until `shutdown` is cancelled. Returns the bound
 /// address (port 0 picks one) and the server task. Under systemd (`NOTIFY_SOCKET` set) it
 /// also tells systemd `READY=1` once `source` is first ready (see [`crate::notify`]).
@@ -54,11 +73,18 @@ pub async fn serve_http(
             shutdown.clone(),
         ));
     }
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
-        .route("/metrics", get(metrics))
-        .with_state(source);
+        .route("/metrics", get(metrics));
+    // Fault tests only: absent from builds without failpoints (see crate::failpoints).
+    if crate::failpoints::compiled_in() {
+        app = app.route(
+            "/failpoints/{name}",
+            axum::routing::put(set_failpoint).delete(remove_failpoint),
+        );
+    }
+    let app = app.with_state(source);
     let task = tokio::spawn(async move {
         let r = axum::serve(listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })

@@ -6,6 +6,7 @@
 //! signals and the runtime, axum for the HTTP endpoint; never on RocksDB, openraft or tonic.
 
 mod daemon;
+pub mod failpoints;
 pub mod health;
 pub mod http;
 mod logging;
