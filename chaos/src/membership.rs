@@ -98,12 +98,17 @@ pub async fn replace(
     })
     .await
     .context("join task")??;
-    // Back as a voter: every member names one ready leader again, the new one included.
-    retry("the replaced member sees a ready leader", || async {
-        let addr = lock(cluster).node(&name)?.client_addr.clone();
-        match rings::view(ring, &addr).await {
-            Some((Some(_), true)) => Ok(()),
-            _ => bail!("not yet"),
+    // Back in the ring: it names the leader that says it is ready (a follower answers
+    // leader_ready for itself, i.e. false, so the leader's own answer decides readiness).
+    retry("the replaced member names the ready leader", || async {
+        let (m, addr) = {
+            let c = lock(cluster);
+            (members(&c, ring), c.node(&name)?.client_addr.clone())
+        };
+        let leader = rings::leader(ring, &m).await;
+        match (leader, rings::view(ring, &addr).await) {
+            (Some(l), Some((Some(seen), _))) if seen == l => Ok(()),
+            other => bail!("not yet: {other:?}"),
         }
     })
     .await?;
