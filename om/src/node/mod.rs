@@ -15,6 +15,7 @@ use rozone_raft::{RaftGroup, RaftGroupError};
 use crate::block_pool::BlockPool;
 use crate::config::Config;
 use crate::error::OmError;
+use crate::peers::OmPeers;
 use crate::scm_client::ScmClient;
 use crate::state::{OmLogic, OmRequest, OmResponse};
 
@@ -57,8 +58,8 @@ pub struct OmNode {
     /// Blocks fetched ahead for opens of unknown length ([`BlockPool`]).
     pub blocks: BlockPool,
     pub metrics: Metrics,
-    channels: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
-    factory: rozone_rpc::ChannelFactory,
+    /// The other OMs of the ring (read index from the leader).
+    pub peers: OmPeers,
 }
 
 impl OmNode {
@@ -75,8 +76,7 @@ impl OmNode {
             scm,
             blocks: BlockPool::default(),
             metrics: Metrics::default(),
-            channels: Default::default(),
-            factory,
+            peers: OmPeers::new(factory),
         }
     }
 
@@ -191,34 +191,8 @@ impl OmNode {
         else {
             return Err(RaftGroupError::NotLeader { leader: None }.into());
         };
-        let ch = self.channel(&addr)?;
-        let mut req = tonic::Request::new(rozone_proto::ring::ReadIndexRequest {});
-        req.set_timeout(READ_INDEX_WAIT);
-        let mut client = rozone_proto::ring::ring_client::RingClient::new(ch);
-        let r = tokio::time::timeout(READ_INDEX_WAIT, client.read_index(req))
-            .await
-            .unwrap_or_else(|_| {
-                Err(tonic::Status::deadline_exceeded(format!(
-                    "no read index from OM {leader} within {READ_INDEX_WAIT:?}"
-                )))
-            })
-            .map_err(|s| OmError::Upstream(leader, s))?
-            .into_inner();
-        self.group.wait_applied(r.index, READ_INDEX_WAIT).await?;
+        let index = self.peers.read_index(leader, &addr, READ_INDEX_WAIT).await?;
+        self.group.wait_applied(index, READ_INDEX_WAIT).await?;
         Ok(())
-    }
-
-    /// A cached lazy channel to another OM's client port.
-    pub fn channel(&self, addr: &str) -> Result<tonic::transport::Channel, OmError> {
-        let mut g = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = g.get(addr) {
-            return Ok(c.clone());
-        }
-        let c = self
-            .factory
-            .lazy(addr)
-            .map_err(|e| OmError::Internal(format!("bad OM address {addr:?}: {e}")))?;
-        g.insert(addr.to_string(), c.clone());
-        Ok(c)
     }
 }
