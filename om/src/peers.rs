@@ -30,7 +30,12 @@ impl OmPeers {
 
     /// Asks OM `leader` (at client address `addr`) for its read index: the commit index it
     /// confirmed it still leads at. Gives up after `wait`.
-    pub async fn read_index(&self, leader: u64, addr: &str, wait: Duration) -> Result<u64, OmError> {
+    pub async fn read_index(
+        &self,
+        leader: u64,
+        addr: &str,
+        wait: Duration,
+    ) -> Result<u64, OmError> {
         let mut req = tonic::Request::new(ReadIndexRequest {});
         req.set_timeout(wait);
         let mut client = RingClient::new(self.channel(addr)?);
