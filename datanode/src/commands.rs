@@ -5,36 +5,26 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rozone_proto::scm as spb;
-use rozone_proto::scm::scm_command::Command;
 use rozone_types::codes::DnCode;
 
 use crate::clients::Clients;
 use crate::error::DnError;
 use crate::pipeline::{PipelineRequest, PipelineResponse, Pipelines};
 use crate::store::ContainerStore;
+use crate::types::{Command, CommandStatus, ScmCommand};
 
 pub struct Executor {
     pub store: Arc<ContainerStore>,
     pub pipelines: Arc<Pipelines>,
     pub clients: Arc<Clients>,
-    statuses: Mutex<Vec<spb::CommandStatus>>,
+    statuses: Mutex<Vec<CommandStatus>>,
     max_term: AtomicU64,
 }
 
-fn status(id: u64, r: &Result<(), DnError>) -> spb::CommandStatus {
-    use spb::command_status::Status as S;
-    match r {
-        Ok(()) => spb::CommandStatus {
-            command_id: id,
-            status: S::Executed as i32,
-            message: String::new(),
-        },
-        Err(e) => spb::CommandStatus {
-            command_id: id,
-            status: S::Failed as i32,
-            message: e.to_string(),
-        },
+fn status(id: u64, r: &Result<(), DnError>) -> CommandStatus {
+    CommandStatus {
+        command_id: id,
+        failure: r.as_ref().err().map(|e| e.to_string()),
     }
 }
 
@@ -53,11 +43,11 @@ impl Executor {
         }
     }
 
-    pub fn take_statuses(&self) -> Vec<spb::CommandStatus> {
+    pub fn take_statuses(&self) -> Vec<CommandStatus> {
         std::mem::take(&mut *self.statuses.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    pub fn requeue_statuses(&self, s: Vec<spb::CommandStatus>) {
+    pub fn requeue_statuses(&self, s: Vec<CommandStatus>) {
         self.statuses
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -65,7 +55,7 @@ impl Executor {
     }
 
     /// Starts a command in the background.
-    pub fn submit(self: &Arc<Self>, cmd: spb::ScmCommand) {
+    pub fn submit(self: &Arc<Self>, cmd: ScmCommand) {
         let seen = self.max_term.fetch_max(cmd.term, Ordering::SeqCst);
         if cmd.term < seen {
             tracing::info!(
@@ -93,35 +83,32 @@ impl Executor {
     /// Runs one command to its end.
     pub async fn execute(&self, c: Command) -> Result<(), DnError> {
         match c {
-            Command::CreatePipeline(p) => {
-                let members = p.members.into_iter().map(Into::into).collect();
-                self.pipelines.create(p.pipeline_id, members).await
+            Command::CreatePipeline { pipeline, members } => {
+                self.pipelines.create(pipeline, members).await
             }
-            Command::ClosePipeline(p) => self.pipelines.close(p.pipeline_id).await,
-            Command::CloseContainer(c) => {
-                self.close_container(c.container_id, c.pipeline_id, c.force)
-                    .await
-            }
-            Command::DeleteContainer(d) => {
+            Command::ClosePipeline { pipeline } => self.pipelines.close(pipeline).await,
+            Command::CloseContainer {
+                container,
+                pipeline,
+                force,
+            } => self.close_container(container, pipeline, force).await,
+            Command::DeleteContainer { container, force } => {
                 let store = self.store.clone();
-                blocking(move || store.delete_container(d.container_id, d.force)).await
+                blocking(move || store.delete_container(container, force)).await
             }
-            Command::ReplicateContainer(r) => {
-                let sources: Vec<String> =
-                    r.sources.into_iter().map(|s| s.replication_addr).collect();
+            Command::ReplicateContainer { container, sources } => {
                 crate::replication::replicate(
                     self.store.clone(),
                     &self.clients,
-                    r.container_id,
+                    container,
                     &sources,
                 )
                 .await
             }
-            Command::DeleteBlocks(d) => {
-                for t in d.txns {
+            Command::DeleteBlocks { txns } => {
+                for (container, local_ids) in txns {
                     let store = self.store.clone();
-                    match blocking(move || store.delete_blocks(t.container_id, &t.local_ids)).await
-                    {
+                    match blocking(move || store.delete_blocks(container, &local_ids)).await {
                         Ok(_) => {}
                         // The container is gone: so are its blocks.
                         Err(e) if e.code == DnCode::ContainerNotFound => {}

@@ -93,7 +93,11 @@ impl ScmLink {
     }
 
     fn pipeline_reports(&self) -> Vec<spb::PipelineReport> {
-        self.pipelines.all().iter().map(|p| p.report()).collect()
+        self.pipelines
+            .all()
+            .iter()
+            .map(|p| (&p.report()).into())
+            .collect()
     }
 
     /// A CLOSE action for every unhealthy pipeline, in every heartbeat until SCM closes it.
@@ -177,7 +181,7 @@ impl ScmLink {
             incremental_container_report: changed.iter().map(|d| d.to_replica()).collect(),
             pipeline_reports: self.pipeline_reports(),
             pipeline_actions: self.pipeline_actions(),
-            command_status: statuses.clone(),
+            command_status: statuses.iter().map(Into::into).collect(),
         };
         match within(c.heartbeat(timed(req))).await {
             Ok(r) => {
@@ -191,7 +195,7 @@ impl ScmLink {
                     self.status.registered.store(false, Ordering::SeqCst);
                 }
                 for cmd in r.commands {
-                    self.executor.submit(cmd);
+                    self.executor.submit(cmd.into());
                 }
                 Ok(())
             }

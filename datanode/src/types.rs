@@ -1,5 +1,5 @@
-//! Domain types of the datanode: chunks, blocks, container descriptors and pipeline
-//! members, with the limits and the block layout rule every stage checks. Wire conversion
+//! Domain types of the datanode: chunks, blocks, container descriptors, pipeline members,
+//! pipeline reports and the SCM's commands, with the limits and the block layout rule every stage checks. Wire conversion
 //! is [`crate::convert`]'s; block ids and checksums are `rozone_types`' (declared once for
 //! daemons and clients).
 //!
@@ -132,4 +132,65 @@ pub struct Member {
     pub id: DatanodeId,
     pub raft_addr: String,
     pub container_addr: String,
+}
+
+/// What this datanode tells the SCM about one pipeline it is a member of, in every
+/// heartbeat (not stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelineReport {
+    pub pipeline_id: PipelineId,
+    /// This member leads the pipeline's Raft group.
+    pub is_leader: bool,
+    pub term: u64,
+    /// No apply failure has made the pipeline unusable here.
+    pub healthy: bool,
+}
+
+/// A command from the SCM (in a heartbeat reply), decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScmCommand {
+    pub id: u64,
+    /// The SCM leader's term: commands of an older term than one seen are ignored.
+    pub term: u64,
+    /// `None`: the command came without a body (reported as failed).
+    pub command: Option<Command>,
+}
+
+/// What the SCM asks a datanode to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    CreatePipeline {
+        pipeline: PipelineId,
+        members: Vec<Member>,
+    },
+    ClosePipeline {
+        pipeline: PipelineId,
+    },
+    /// Close through the pipeline; `force` quasi-closes a replica without its pipeline.
+    CloseContainer {
+        container: ContainerId,
+        pipeline: PipelineId,
+        force: bool,
+    },
+    DeleteContainer {
+        container: ContainerId,
+        force: bool,
+    },
+    /// Pull the container from one of `sources` (replication addresses).
+    ReplicateContainer {
+        container: ContainerId,
+        sources: Vec<String>,
+    },
+    /// Delete blocks: (container, local ids) per transaction.
+    DeleteBlocks {
+        txns: Vec<(ContainerId, Vec<u64>)>,
+    },
+}
+
+/// How a command ended, told to the SCM in the next heartbeats.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandStatus {
+    pub command_id: u64,
+    /// `None`: executed; else why it failed.
+    pub failure: Option<String>,
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod health;
 pub mod names;
 pub mod node;
+pub mod peers;
 pub mod scm_client;
 pub mod server;
 pub mod service;

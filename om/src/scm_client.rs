@@ -1,17 +1,34 @@
 //! The OM's client of the SCM's `ScmBlock` service: the one failover [`Ring`] of
 //! rozone-rpc over `om.scm_addrs` (leader hints followed, retryable refusals retried with
-//! bounded backoff until `om.scm_timeout`), over this OM's channel factory.
+//! bounded backoff until `om.scm_timeout`), over this OM's channel factory. It takes and
+//! returns the OM's domain values ([`AllocatedBlock`], [`BlockId`]): the wire types stay
+//! at this edge, and what the SCM sends back is checked here ([`crate::convert`]).
 
 use std::time::Duration;
 
 use rozone_proto::scm::scm_block_client::ScmBlockClient;
 use rozone_proto::scm::{
-    AllocateBlockReply, AllocateBlockRequest, BlockId, DeleteBlocksRequest, GetSecretKeysRequest,
-    SecretKey,
+    AllocateBlockRequest, DeleteBlocksRequest, GetSecretKeysRequest, SecretKey,
 };
 use rozone_rpc::{ChannelFactory, RetryPolicy, Ring, RpcError};
 
 use crate::error::OmError;
+use crate::state::types::{AllocatedBlock, BlockId};
+
+/// What new blocks must not be placed on: a writer that failed on a datanode, pipeline or
+/// container asks for blocks elsewhere.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exclude {
+    pub datanodes: Vec<u64>,
+    pub pipelines: Vec<u64>,
+    pub containers: Vec<u64>,
+}
+
+impl Exclude {
+    pub fn is_empty(&self) -> bool {
+        self.datanodes.is_empty() && self.pipelines.is_empty() && self.containers.is_empty()
+    }
+}
 
 /// One attempt may take at most this long (the overall deadline may be shorter).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -40,9 +57,22 @@ impl ScmClient {
             .map_err(|e| OmError::ScmUnavailable(e.clone()))
     }
 
-    /// Asks the SCM leader for `count` blocks.
-    pub async fn allocate(&self, req: AllocateBlockRequest) -> Result<AllocateBlockReply, OmError> {
-        let want = req.count;
+    /// Asks the SCM leader for `count` blocks of `size` bytes (0: of unknown length, up
+    /// to a whole block), placed outside `exclude`.
+    pub async fn allocate(
+        &self,
+        size: u64,
+        count: u32,
+        exclude: &Exclude,
+    ) -> Result<Vec<AllocatedBlock>, OmError> {
+        let req = AllocateBlockRequest {
+            size,
+            count,
+            owner: "om".to_string(),
+            exclude_datanodes: exclude.datanodes.clone(),
+            exclude_pipelines: exclude.pipelines.clone(),
+            exclude_containers: exclude.containers.clone(),
+        };
         let reply = self
             .ring()?
             .call("allocate blocks", |ch| {
@@ -51,13 +81,17 @@ impl ScmClient {
             })
             .await
             .map_err(|e| scm_error("allocate blocks", e))?;
-        if reply.blocks.len() != want as usize {
+        if reply.blocks.len() != count as usize {
             return Err(OmError::Scm(format!(
-                "asked for {want} block(s), got {}",
+                "asked for {count} block(s), got {}",
                 reply.blocks.len()
             )));
         }
-        Ok(reply)
+        reply
+            .blocks
+            .into_iter()
+            .map(AllocatedBlock::try_from)
+            .collect()
     }
 
     /// Hands blocks no key refers to any more to the SCM for deletion.
@@ -65,7 +99,7 @@ impl ScmClient {
         self.ring()?
             .call("delete blocks", |ch| {
                 let r = DeleteBlocksRequest {
-                    blocks: blocks.clone(),
+                    blocks: blocks.iter().map(|b| (*b).into()).collect(),
                 };
                 async move { ScmBlockClient::new(ch).delete_blocks(r).await }
             })

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::node::{now_ms, OmNode};
+use crate::state::types::BlockId;
 use crate::state::{read, OmRequest, OmResponse};
 
 /// Most open keys expired, or deleted-block rows handed over, per round.
@@ -99,9 +100,9 @@ pub async fn hand_over_deleted_blocks(node: &OmNode) -> anyhow::Result<u64> {
     if rows.is_empty() {
         return Ok(0);
     }
-    let blocks: Vec<rozone_proto::scm::BlockId> = rows
+    let blocks: Vec<BlockId> = rows
         .iter()
-        .flat_map(|(_, r)| r.blocks.iter().map(|b| (*b).into()))
+        .flat_map(|(_, r)| r.blocks.iter().copied())
         .collect();
     let n = blocks.len() as u64;
     node.scm.delete_blocks(blocks).await?;

@@ -4,7 +4,7 @@
 use s3s::dto::*;
 use s3s::{S3Request, S3Result};
 
-use crate::gateway::{volume_missing, Gateway};
+use crate::core::{volume_missing, Gateway};
 use crate::mapping::{bucket_name, s3_error, timestamp};
 
 pub async fn list_buckets(

@@ -15,7 +15,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Result};
 
 use crate::body::Upload;
-use crate::gateway::{Gateway, Metrics};
+use crate::core::{Gateway, Metrics};
 use crate::mapping::{bucket_name, etag, hex, metadata_in, s3_error, timestamp};
 use crate::multipart::part_number;
 use crate::objects::{read_conditions, DEFAULT_CONTENT_TYPE};

@@ -1,91 +1,12 @@
-//! [`Gateway`]: the `s3s::S3` implementation. Each operation is a function of
+//! The `s3s::S3` implementation for [`Gateway`]: each operation is a function of
 //! [`crate::buckets`], [`crate::objects`], [`crate::copy`], [`crate::multipart`] or
-//! [`crate::list`]; this file only routes and
-//! counts.
+//! [`crate::list`]; this file only routes and counts. What the operations share lives in
+//! [`crate::core`].
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
-
-use rozone_client::Client;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
-use crate::mapping::{om_code, s3_error};
-
-/// Requests and failures, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct Metrics {
-    pub requests: AtomicU64,
-    pub errors: AtomicU64,
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-}
-
-impl Metrics {
-    pub fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-/// What every operation needs.
-pub struct Gateway {
-    pub client: Arc<Client>,
-    /// The volume the S3 buckets live in.
-    pub volume: String,
-    pub max_object_size: u64,
-    pub metrics: Arc<Metrics>,
-    volume_ready: AtomicBool,
-}
-
-impl Gateway {
-    pub fn new(
-        client: Arc<Client>,
-        volume: String,
-        max_object_size: u64,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            client,
-            volume,
-            max_object_size,
-            metrics,
-            volume_ready: AtomicBool::new(false),
-        }
-    }
-
-    /// Creates the S3 volume the first time a bucket is created.
-    pub async fn ensure_volume(&self) -> S3Result<()> {
-        if self.volume_ready.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        match self
-            .client
-            .om
-            .create_volume(&self.volume, "s3g", None)
-            .await
-        {
-            Ok(_) => {}
-            Err(e) if e.is_already_exists() => {}
-            Err(e) => return Err(s3_error(e)),
-        }
-        self.volume_ready.store(true, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Counts a request and, when it failed, the failure.
-    fn count<T>(&self, r: S3Result<T>) -> S3Result<T> {
-        Metrics::add(&self.metrics.requests, 1);
-        if r.is_err() {
-            Metrics::add(&self.metrics.errors, 1);
-        }
-        r
-    }
-}
-
-/// True when `e` says the volume is missing (no bucket was ever created).
-pub fn volume_missing(e: &rozone_client::ClientError) -> bool {
-    om_code(e) == Some(rozone_types::codes::OmErrorCode::VolumeNotFound)
-}
+use crate::core::Gateway;
 
 macro_rules! route {
     ($($method:ident($input:ty) -> $output:ty => $f:path;)*) => {

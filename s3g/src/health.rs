@@ -10,7 +10,7 @@ use rozone_client::om::OmClient;
 use rozone_telemetry::health::{metric, HealthSource};
 use tokio_util::sync::CancellationToken;
 
-use crate::gateway::Metrics;
+use crate::core::Metrics;
 
 /// How often the OM ring is probed.
 const PROBE_EVERY: Duration = Duration::from_secs(2);

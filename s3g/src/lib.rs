@@ -5,7 +5,8 @@
 //!
 //! - [`config`]: `[s3g]`, `[http]`, `[log]`, `[security]`;
 //! - [`gateway`]: the `s3s::S3` implementation, routing to [`buckets`], [`objects`],
-//!   [`copy`], [`multipart`], [`list`] (over [`listing`]);
+//!   [`copy`], [`multipart`], [`list`] (over [`listing`]); these share [`core`]
+//!   ([`core::Gateway`], [`core::Metrics`]) and never import the router;
 //! - [`body`]: upload hashing and download streaming; [`health`]: `/ready`, `/metrics`.
 
 pub mod auth;
@@ -13,6 +14,7 @@ pub mod body;
 pub mod buckets;
 pub mod config;
 pub mod copy;
+pub mod core;
 pub mod gateway;
 pub mod health;
 pub mod list;
@@ -39,9 +41,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     let cc = config.client_config()?;
     cc.security()?.announce(SERVICE);
     let client = Arc::new(rozone_client::Client::new(&cc).context("cluster client")?);
-    let metrics = Arc::new(gateway::Metrics::default());
+    let metrics = Arc::new(crate::core::Metrics::default());
     let s = &config.s3g;
-    let gw = gateway::Gateway::new(
+    let gw = crate::core::Gateway::new(
         client.clone(),
         s.volume.clone(),
         s.max_object_size.as_u64(),

@@ -6,7 +6,7 @@ use rozone_client::ClientError;
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Result};
 
-use crate::gateway::Gateway;
+use crate::core::Gateway;
 use crate::listing::{self, Ask, Keys, MAX_KEYS};
 use crate::mapping::{bucket_name, etag, hex, s3_error, timestamp};
 use crate::objects::key_etag;

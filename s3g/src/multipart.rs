@@ -10,7 +10,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Result};
 
 use crate::body::{self, Upload};
-use crate::gateway::{Gateway, Metrics};
+use crate::core::{Gateway, Metrics};
 use crate::mapping::{bucket_name, content_md5, etag, hex, metadata_in, s3_error, timestamp};
 use crate::objects::{write_condition, DEFAULT_CONTENT_TYPE};
 

@@ -12,7 +12,7 @@ use s3s::dto::*;
 use s3s::{s3_error, S3Error, S3ErrorCode, S3Request, S3Result};
 
 use crate::body::{self, Upload};
-use crate::gateway::{Gateway, Metrics};
+use crate::core::{Gateway, Metrics};
 use crate::mapping::{
     bucket_name, content_md5, etag, hex, metadata_in, metadata_out, om_code, s3_error, timestamp,
 };

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use rozone_proto::datanode as pb;
 use rozone_raft::AppendHook;
 
 use rozone_types::checksum::StreamSummer;
@@ -122,24 +121,15 @@ impl WriteStageHook {
         offset: u64,
         len: u64,
     ) -> Result<Vec<u8>, DnError> {
-        let mut c = self
+        let mut peer = self
             .clients
-            .pipeline_data(&m.raft_addr)
+            .pipeline_peer(&m.raft_addr)
             .map_err(|e| DnError::io("pull", e))?;
-        let req = pb::PullChunkRequest {
-            pipeline_id: self.pipeline_id,
-            block_id: Some(block.into()),
-            chunk: Some(pb::ChunkInfo {
-                offset,
-                len,
-                checksum: None,
-            }),
-        };
-        let r = tokio::time::timeout(Duration::from_secs(30), c.pull_chunk(req))
+        let pull = peer.pull_chunk(self.pipeline_id, block, offset, len);
+        let data = tokio::time::timeout(Duration::from_secs(30), pull)
             .await
             .map_err(|_| DnError::io("pull", format!("from {} timed out", m.raft_addr)))?
-            .map_err(|s| DnError::io("pull", format!("from {}: {}", m.raft_addr, s.message())))?;
-        let data = r.into_inner().data;
+            .map_err(|e| DnError::io("pull", format!("from {}: {e}", m.raft_addr)))?;
         if data.len() as u64 != len {
             return Err(DnError::io(
                 "pull",

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rozone_proto::datanode as pb;
 use rozone_types::checksum::{ChecksumData, ChecksumType, StreamSummer};
 use rozone_types::codes::DnCode;
 use rozone_types::BlockId;
@@ -69,19 +68,13 @@ impl Pipeline {
     async fn push(&self, block: BlockId, chunk: &ChunkInfo, data: &[u8]) {
         let me = self.node_id;
         let pushes = self.state.members.iter().filter(|m| m.id != me).map(|m| {
-            let req = pb::PushChunkRequest {
-                pipeline_id: self.id,
-                block_id: Some(block.into()),
-                chunk: Some(chunk.into()),
-                data: data.to_vec(),
-                target: m.id,
-            };
-            let client = self.clients.pipeline_data(&m.raft_addr);
+            let peer = self.clients.pipeline_peer(&m.raft_addr);
             async move {
-                let Ok(mut c) = client else { return };
+                let Ok(mut peer) = peer else { return };
+                let push = peer.push_chunk(self.id, m.id, block, chunk, data);
                 // A timed-out push is as good as a failed one: the member will pull.
-                if let Ok(Err(s)) = tokio::time::timeout(PUSH_TIMEOUT, c.push_chunk(req)).await {
-                    tracing::debug!(member = m.id, error = %s.message(), "chunk push failed; the member will pull");
+                if let Ok(Err(e)) = tokio::time::timeout(PUSH_TIMEOUT, push).await {
+                    tracing::debug!(member = m.id, error = %e, "chunk push failed; the member will pull");
                 }
             }
         });

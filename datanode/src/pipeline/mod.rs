@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::clients::Clients;
 use crate::error::DnError;
 use crate::store::ContainerStore;
-use crate::types::Member;
+use crate::types::{Member, PipelineReport};
 pub use logic::{PipelineLogic, PipelineRequest, PipelineResponse};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -151,9 +151,9 @@ impl Pipeline {
         }
     }
 
-    pub fn report(&self) -> rozone_proto::scm::PipelineReport {
+    pub fn report(&self) -> PipelineReport {
         let v = self.group.ring_view();
-        rozone_proto::scm::PipelineReport {
+        PipelineReport {
             pipeline_id: self.id,
             is_leader: v.role == rozone_raft::ring::MemberRole::Leader,
             term: v.term,

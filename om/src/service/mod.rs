@@ -1,11 +1,11 @@
 //! The gRPC services on the OM client port: `OmService` (namespace and keys), `OmAdmin`
 //! (roles, leader transfer, decommission), the OM's hooks of the shared `Ring` service
 //! (what a bootstrapping OM asks; `rozone_raft::ring`) and `OmS3` (S3 credentials).
-//! Each handler converts its request at the edge and maps errors through the one
-//! `From<OmError> for Status`.
+//! Each handler decodes its request at the edge (`crate::convert`), calls the node
+//! (`crate::node`, where the logic lives), encodes the answer and maps errors through the
+//! one `From<OmError> for Status`.
 
 pub mod admin;
-pub mod args;
 pub mod keys;
 pub mod multipart;
 pub mod namespace;

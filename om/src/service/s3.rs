@@ -1,5 +1,6 @@
-//! `OmS3`: S3 credentials, and the multipart calls it hands to [`super::multipart`] (the
-//! S3 metadata and condition checks the key calls share are in [`super::args`]).
+//! `OmS3`: S3 credentials ([`crate::node::s3`]), and the multipart calls it hands to
+//! [`super::multipart`]. Each call checks the caller's role, then decodes, calls the node
+//! and encodes.
 //!
 //! Who may call: `GetS3Secret` and `RevokeS3Secret` need the `admin` role (certificates
 //! carry no user identity yet, so a user cannot be told from another); `LookupS3Secret`
@@ -14,47 +15,16 @@ use rozone_rpc::auth::require_role;
 use rozone_rpc::Role;
 use tonic::{Request, Response, Status};
 
-use crate::error::OmError;
-use crate::node::{now_ms, OmNode};
-use crate::state::{read, OmRequest, OmResponse, Refusal};
+use crate::node::OmNode;
+use crate::state::types::S3Secret;
 
 /// Longest user name (and access key id).
-const MAX_USER: usize = 64;
-
-/// A user name (the access key id): what SigV4's credential scope can carry.
-fn check_user(u: &str) -> Result<(), OmError> {
-    let ok = !u.is_empty()
-        && u.len() <= MAX_USER
-        && u.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@'));
-    if ok {
-        Ok(())
-    } else {
-        Err(OmError::InvalidName(format!(
-            "invalid user {u:?}: 1 to {MAX_USER} characters of letters, digits, '.', '_', '-', '@'"
-        )))
-    }
-}
-
-/// 40 characters of base64url from 30 random bytes, as long as AWS's secrets.
-fn new_secret() -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    (0..40)
-        .map(|_| ALPHABET[rand::random_range(0..64usize)] as char)
-        .collect()
-}
-
-fn reply(r: OmResponse) -> Result<pb::S3SecretReply, OmError> {
-    match r {
-        OmResponse::S3Secret(s) => Ok(pb::S3SecretReply {
-            access_id: s.access_id,
-            secret: s.secret,
-            user: s.user,
-            created_ms: s.created_ms,
-        }),
-        other => Err(OmError::Internal(format!(
-            "unexpected state machine response {other:?}"
-        ))),
+fn reply(s: S3Secret) -> pb::S3SecretReply {
+    pb::S3SecretReply {
+        access_id: s.access_id,
+        secret: s.secret,
+        user: s.user,
+        created_ms: s.created_ms,
     }
 }
 
@@ -71,18 +41,8 @@ impl OmS3 for S3Service {
         req: Request<pb::GetS3SecretRequest>,
     ) -> Result<Response<pb::S3SecretReply>, Status> {
         require_role(&req, &[Role::Admin], "GetS3Secret")?;
-        let r = req.into_inner();
-        check_user(&r.user)?;
-        let out = self
-            .node
-            .propose(OmRequest::S3SetSecret {
-                access_id: r.user.clone(),
-                user: r.user,
-                secret: new_secret(),
-                now_ms: now_ms(),
-            })
-            .await?;
-        Ok(Response::new(reply(out)?))
+        let s = self.node.get_s3_secret(req.into_inner().user).await?;
+        Ok(Response::new(reply(s)))
     }
 
     async fn lookup_s3_secret(
@@ -90,16 +50,11 @@ impl OmS3 for S3Service {
         req: Request<pb::LookupS3SecretRequest>,
     ) -> Result<Response<pb::S3SecretReply>, Status> {
         require_role(&req, &[Role::S3g, Role::Admin], "LookupS3Secret")?;
-        let r = req.into_inner();
-        check_user(&r.access_id)?;
-        // The leader's state: a revoked key must stop working at once.
-        self.node.read_gate(None).await?;
-        let s = read::s3_secret(&self.node.group.db(), &r.access_id)
-            .map_err(OmError::from)?
-            .ok_or(OmError::Refused(Refusal::S3SecretNotFound {
-                access_id: r.access_id,
-            }))?;
-        Ok(Response::new(reply(OmResponse::S3Secret(s))?))
+        let s = self
+            .node
+            .lookup_s3_secret(req.into_inner().access_id)
+            .await?;
+        Ok(Response::new(reply(s)))
     }
 
     async fn create_multipart_upload(
@@ -161,19 +116,9 @@ impl OmS3 for S3Service {
         req: Request<pb::RevokeS3SecretRequest>,
     ) -> Result<Response<pb::RevokeS3SecretReply>, Status> {
         require_role(&req, &[Role::Admin], "RevokeS3Secret")?;
-        let r = req.into_inner();
-        check_user(&r.access_id)?;
-        match self
-            .node
-            .propose(OmRequest::S3RevokeSecret {
-                access_id: r.access_id,
-            })
-            .await?
-        {
-            OmResponse::S3SecretRevoked => Ok(Response::new(pb::RevokeS3SecretReply {})),
-            other => Err(
-                OmError::Internal(format!("unexpected state machine response {other:?}")).into(),
-            ),
-        }
+        self.node
+            .revoke_s3_secret(req.into_inner().access_id)
+            .await?;
+        Ok(Response::new(pb::RevokeS3SecretReply {}))
     }
 }

@@ -2,6 +2,9 @@
 //! edge where they are received. What comes from the network is checked: a block without
 //! its id or pipeline, an unknown enum value, is refused with a message naming the field.
 
+pub mod keys;
+pub mod read;
+
 use rozone_proto::om as pb;
 use rozone_proto::scm as spb;
 

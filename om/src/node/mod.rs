@@ -1,13 +1,25 @@
-//! One running OM as its services see it: the Raft group, the SCM client, the config
-//! values services need, and counters for `/metrics`. Also the two gates every request
-//! passes: [`OmNode::propose`] for writes (ready leader only) and [`OmNode::read_gate`]
-//! for reads (the read-consistency modes of DESIGN.md).
+//! One running OM as its services see it: the Raft group, the SCM client, the other OMs,
+//! the config values services need, and counters for `/metrics`. Also the two gates every
+//! request passes: [`OmNode::propose`] for writes (ready leader only) and
+//! [`OmNode::read_gate`] for reads (the read-consistency modes of DESIGN.md).
+//!
+//! The node's calls take and return domain values ([`types`]); the services in
+//! `crate::service` only decode a request ([`crate::convert`]), call the node and encode
+//! the answer. [`namespace`] holds the volume and bucket calls, [`keys`] and
+//! [`multipart`] the key and multipart upload calls, [`s3`] the S3 credentials, and
+//! [`checks`] the argument checks they share.
+
+pub mod checks;
+pub mod keys;
+pub mod multipart;
+pub mod namespace;
+pub mod s3;
+pub mod types;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rozone_proto::om::{self as pb, ReadConsistency};
 use rozone_raft::gate::{self, LogLimit};
 use rozone_raft::ring::MemberRole;
 use rozone_raft::{RaftGroup, RaftGroupError};
@@ -15,9 +27,11 @@ use rozone_raft::{RaftGroup, RaftGroupError};
 use crate::block_pool::BlockPool;
 use crate::config::Config;
 use crate::error::OmError;
+use crate::peers::OmPeers;
 use crate::scm_client::ScmClient;
 use crate::state::{OmLogic, OmRequest, OmResponse};
 use crate::tokens::TokenIssuer;
+use types::{Consistency, ReadInfo, ReadOptions};
 
 /// How long a follower waits to apply up to a leader's read index.
 const READ_INDEX_WAIT: Duration = Duration::from_secs(10);
@@ -28,6 +42,11 @@ pub fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// The error for a state machine answer that does not fit the request (a bug).
+pub(crate) fn unexpected(r: OmResponse) -> OmError {
+    OmError::Internal(format!("unexpected state machine response {r:?}"))
 }
 
 /// Counters shown on `/metrics`.
@@ -60,8 +79,8 @@ pub struct OmNode {
     /// Signs the block tokens of key replies (off on an insecure cluster).
     pub tokens: TokenIssuer,
     pub metrics: Metrics,
-    channels: std::sync::Mutex<std::collections::HashMap<String, tonic::transport::Channel>>,
-    factory: rozone_rpc::ChannelFactory,
+    /// The other OMs of the ring (read index from the leader).
+    pub peers: OmPeers,
 }
 
 impl OmNode {
@@ -80,8 +99,7 @@ impl OmNode {
             scm,
             blocks: BlockPool::default(),
             metrics: Metrics::default(),
-            channels: Default::default(),
-            factory,
+            peers: OmPeers::new(factory),
         }
     }
 
@@ -116,27 +134,23 @@ impl OmNode {
     }
 
     /// Decides whether (and after what wait) a read may be served from this node's state.
-    pub async fn read_gate(&self, opts: Option<pb::ReadOptions>) -> Result<pb::ReadInfo, OmError> {
-        let opts = opts.unwrap_or_default();
-        let consistency = ReadConsistency::try_from(opts.consistency).map_err(|_| {
-            OmError::InvalidArgument(format!("unknown read consistency {}", opts.consistency))
-        })?;
-        Metrics::inc(&self.metrics.reads[consistency as usize]);
+    pub async fn read_gate(&self, opts: ReadOptions) -> Result<ReadInfo, OmError> {
+        let consistency = opts.consistency;
+        Metrics::inc(&self.metrics.reads[consistency.index()]);
         match consistency {
-            ReadConsistency::Default => self.require_ready_leader()?,
-            ReadConsistency::LinearizableLeaderOnly => self.group.read_barrier().await?,
-            ReadConsistency::LinearizableAllowFollower => self.follower_read_index().await?,
-            ReadConsistency::LocalLease => self.local_lease(&opts)?,
+            Consistency::Default => self.require_ready_leader()?,
+            Consistency::LinearizableLeaderOnly => self.group.read_barrier().await?,
+            Consistency::LinearizableAllowFollower => self.follower_read_index().await?,
+            Consistency::LocalLease => self.local_lease(&opts)?,
         }
-        let applied = self.group.applied_index();
-        Ok(pb::ReadInfo {
+        Ok(ReadInfo {
             served_by: self.id(),
-            applied_index: applied,
-            consistency: consistency as i32,
+            applied_index: self.group.applied_index(),
+            consistency,
         })
     }
 
-    fn local_lease(&self, opts: &pb::ReadOptions) -> Result<(), OmError> {
+    fn local_lease(&self, opts: &ReadOptions) -> Result<(), OmError> {
         let om = &self.config.om;
         if !om.local_lease_enabled {
             Metrics::inc(&self.metrics.lease_disabled);
@@ -196,34 +210,11 @@ impl OmNode {
         else {
             return Err(RaftGroupError::NotLeader { leader: None }.into());
         };
-        let ch = self.channel(&addr)?;
-        let mut req = tonic::Request::new(rozone_proto::ring::ReadIndexRequest {});
-        req.set_timeout(READ_INDEX_WAIT);
-        let mut client = rozone_proto::ring::ring_client::RingClient::new(ch);
-        let r = tokio::time::timeout(READ_INDEX_WAIT, client.read_index(req))
-            .await
-            .unwrap_or_else(|_| {
-                Err(tonic::Status::deadline_exceeded(format!(
-                    "no read index from OM {leader} within {READ_INDEX_WAIT:?}"
-                )))
-            })
-            .map_err(|s| OmError::Upstream(leader, s))?
-            .into_inner();
-        self.group.wait_applied(r.index, READ_INDEX_WAIT).await?;
+        let index = self
+            .peers
+            .read_index(leader, &addr, READ_INDEX_WAIT)
+            .await?;
+        self.group.wait_applied(index, READ_INDEX_WAIT).await?;
         Ok(())
-    }
-
-    /// A cached lazy channel to another OM's client port.
-    pub fn channel(&self, addr: &str) -> Result<tonic::transport::Channel, OmError> {
-        let mut g = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = g.get(addr) {
-            return Ok(c.clone());
-        }
-        let c = self
-            .factory
-            .lazy(addr)
-            .map_err(|e| OmError::Internal(format!("bad OM address {addr:?}: {e}")))?;
-        g.insert(addr.to_string(), c.clone());
-        Ok(c)
     }
 }

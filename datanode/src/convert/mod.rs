@@ -4,6 +4,8 @@
 //! that overflows is `OUT_OF_RANGE`. Block ids and checksums convert through
 //! `rozone_types`, whose field errors ([`Invalid`]) become [`DnError`]s here.
 
+pub mod scm;
+
 use rozone_proto::datanode as pb;
 use rozone_proto::scm as spb;
 use rozone_types::checksum::{ChecksumData, ChecksumType};
@@ -13,8 +15,7 @@ use crate::error::DnError;
 use crate::store::digest::{ContentDigest, DIGEST_VERSION};
 use crate::store::read::Segment;
 use crate::types::{
-    block_range_end, check_layout, BlockData, ChunkInfo, ContainerState, Descriptor, Member,
-    MAX_CHUNK,
+    block_range_end, check_layout, BlockData, ChunkInfo, ContainerState, Descriptor, MAX_CHUNK,
 };
 
 /// A checksum scheme (type + window) of a stream header; `field` names the type field.
@@ -185,17 +186,6 @@ impl Descriptor {
             checksum: self.checksum.clone(),
             content_digest: self.digest.sum,
             digest_version: DIGEST_VERSION.into(),
-        }
-    }
-}
-
-/// A pipeline member as the SCM's create-pipeline command names it.
-impl From<spb::DatanodeDetails> for Member {
-    fn from(d: spb::DatanodeDetails) -> Self {
-        Self {
-            id: d.id,
-            raft_addr: d.raft_addr,
-            container_addr: d.container_addr,
         }
     }
 }

@@ -1,0 +1,299 @@
+//! The node's key calls. Writes are pre-executed by the leader — blocks from the SCM, the
+//! time and a new client id are filled in *before* the request is proposed — so every
+//! replica applies the same command.
+
+use rozone_kv::rocksdb::DB;
+
+use super::checks::{self, key_args, must_bucket};
+use super::types::{
+    AllocateArgs, Allocated, CommitArgs, KeyInfo, ListKeysArgs, OpenArgs, Opened, Page, ReadInfo,
+    ReadOptions,
+};
+use super::{now_ms, unexpected, Metrics, OmNode};
+use crate::error::OmError;
+use crate::names::check_key_name;
+use crate::scm_client::Exclude;
+use crate::state::types::{AllocatedBlock, Key, OpenKeyId};
+use crate::state::{key_path, read, OmRequest, OmResponse, Refusal};
+
+/// Longest checksum string.
+const MAX_CHECKSUM: usize = 256;
+
+/// A key with its S3 metadata when it has some.
+pub(super) fn key_info(db: &DB, k: Key) -> Result<KeyInfo, OmError> {
+    let s3 = read::s3_meta(db, &k.volume, &k.bucket, &k.name)?;
+    Ok(KeyInfo { key: k, s3 })
+}
+
+impl OmNode {
+    /// Asks the SCM for `count` blocks of `size` bytes (0: of unknown length, up to a whole
+    /// block), learning the SCM's block size from a block of unknown length.
+    async fn scm_blocks(
+        &self,
+        size: u64,
+        count: u32,
+        exclude: &Exclude,
+    ) -> Result<Vec<AllocatedBlock>, OmError> {
+        let blocks = self
+            .scm
+            .allocate(size, count, exclude)
+            .await
+            .inspect_err(|_| Metrics::inc(&self.metrics.scm_errors))?;
+        if size == 0 {
+            if let Some(b) = blocks.first() {
+                self.blocks.note_scm_block_size(b.max_size);
+            }
+        }
+        Ok(blocks)
+    }
+
+    /// Blocks for a key of `size` bytes (`count` of them). A key that fits one SCM block
+    /// asks for its size, so the SCM counts that much against the container rather than a
+    /// whole block; larger keys (and sizes the SCM's block size is not known to hold) ask
+    /// for blocks of unknown length.
+    async fn sized_blocks(
+        &self,
+        size: u64,
+        count: u32,
+        exclude: &Exclude,
+    ) -> Result<Vec<AllocatedBlock>, OmError> {
+        let hint = if count == 1 && size <= self.blocks.scm_block_size() {
+            size
+        } else {
+            0
+        };
+        match self.scm_blocks(hint, count, exclude).await {
+            // The SCM's block size may have shrunk since it was learnt: forget it, ask again.
+            Err(OmError::Scm(_)) if hint > 0 => {
+                self.blocks.note_scm_block_size(0);
+                self.scm_blocks(0, count, exclude).await
+            }
+            r => r,
+        }
+    }
+
+    /// Opens a key: checks, blocks from the SCM (or the pool), then `OpenKey` under a new
+    /// client id.
+    pub async fn open_key(&self, a: OpenArgs) -> Result<Opened, OmError> {
+        key_args(&a.volume, &a.bucket, &a.key)?;
+        checks::exclude(&a.exclude)?;
+        let om = &self.config.om;
+        let block_size = om.block_size.as_u64().max(1);
+        let count = a.size.div_ceil(block_size).max(1);
+        if count > u64::from(om.max_blocks_per_key) {
+            return Err(OmError::TooLarge(format!(
+                "a key of {} bytes needs {count} blocks of {block_size} bytes, at most {} (om.max_blocks_per_key)",
+                a.size, om.max_blocks_per_key
+            )));
+        }
+        self.require_ready_leader()?;
+        // Fail fast, before blocks are reserved, on what the state machine would refuse anyway.
+        must_bucket(&self.group.db(), &a.volume, &a.bucket)?;
+        let blocks = if a.size == 0 && a.exclude.is_empty() {
+            // Unknown length and nothing to avoid: a block fetched ahead will do.
+            let none = Exclude::default();
+            vec![
+                self.blocks
+                    .one(|count| self.scm_blocks(0, count, &none))
+                    .await?,
+            ]
+        } else {
+            self.sized_blocks(a.size, count as u32, &a.exclude).await?
+        };
+        // A random client id; a collision with an open key is refused by the state machine
+        // (identically everywhere) and retried here with another id.
+        for _ in 0..3 {
+            let client_id = rand::random::<u64>().max(1);
+            let now = now_ms();
+            let req = OmRequest::OpenKey {
+                id: OpenKeyId {
+                    volume: a.volume.clone(),
+                    bucket: a.bucket.clone(),
+                    key: a.key.clone(),
+                    client_id,
+                },
+                replication: a.replication,
+                blocks: blocks.clone(),
+                now_ms: now,
+                expires_ms: now.saturating_add(om.open_key_expiry.as_millis() as u64),
+            };
+            match self.propose(req).await {
+                Ok(OmResponse::KeyOpened(session)) => return Ok(Opened { client_id, session }),
+                Err(OmError::Refused(Refusal::OpenKeyExists { .. })) => continue,
+                Err(e) => return Err(e),
+                Ok(other) => return Err(unexpected(other)),
+            }
+        }
+        Err(OmError::Internal("could not pick a free client id".into()))
+    }
+
+    /// Adds blocks to an open key (`AddBlocks`), asking the SCM only when the key is open.
+    pub async fn allocate_blocks(&self, a: AllocateArgs) -> Result<Allocated, OmError> {
+        key_args(&a.id.volume, &a.id.bucket, &a.id.key)?;
+        checks::exclude(&a.exclude)?;
+        let om = &self.config.om;
+        let count = a.count.max(1);
+        if count > om.max_blocks_per_key {
+            return Err(OmError::TooLarge(format!(
+                "{count} blocks asked for, at most {} (om.max_blocks_per_key)",
+                om.max_blocks_per_key
+            )));
+        }
+        self.require_ready_leader()?;
+        let expires_ms = now_ms().saturating_add(om.open_key_expiry.as_millis() as u64);
+        // No SCM blocks for an open key that is not there: let the state machine say why.
+        let blocks = if read::open_key(&self.group.db(), &a.id)?.is_some() {
+            self.scm_blocks(0, count, &a.exclude).await?
+        } else {
+            Vec::new()
+        };
+        let req = OmRequest::AddBlocks {
+            id: a.id,
+            blocks: blocks.clone(),
+            expires_ms,
+            max_blocks: om.max_blocks_per_key,
+        };
+        match self.propose(req).await? {
+            OmResponse::BlocksAdded { expires_ms } => Ok(Allocated { blocks, expires_ms }),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Commits an open key (`CommitKey`, or `S3CommitKey` with S3 metadata).
+    pub async fn commit_key(&self, a: CommitArgs) -> Result<KeyInfo, OmError> {
+        key_args(&a.id.volume, &a.id.bucket, &a.id.key)?;
+        checks::block_count("commit", a.blocks.len(), self.config.om.max_blocks_per_key)?;
+        if a.checksum.len() > MAX_CHECKSUM {
+            return Err(OmError::InvalidArgument(format!(
+                "checksum is {} bytes, at most {MAX_CHECKSUM}",
+                a.checksum.len()
+            )));
+        }
+        checks::condition(&a.condition)?;
+        let req = match a.s3 {
+            None if a.condition.is_some() => {
+                return Err(OmError::InvalidArgument(
+                    "a commit condition needs the s3 metadata".into(),
+                ))
+            }
+            None => OmRequest::CommitKey {
+                id: a.id,
+                blocks: a.blocks,
+                size: a.size,
+                checksum: a.checksum,
+                now_ms: now_ms(),
+            },
+            Some(meta) => {
+                checks::s3_meta(&meta)?;
+                OmRequest::S3CommitKey {
+                    id: a.id,
+                    blocks: a.blocks,
+                    size: a.size,
+                    checksum: a.checksum,
+                    now_ms: now_ms(),
+                    meta,
+                    condition: a.condition,
+                }
+            }
+        };
+        match self.propose(req).await? {
+            OmResponse::KeyCommitted(k) => key_info(&self.group.db(), k),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// One key, read as `read` asks.
+    pub async fn lookup_key(
+        &self,
+        read: ReadOptions,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+    ) -> Result<(KeyInfo, ReadInfo), OmError> {
+        key_args(volume, bucket, key)?;
+        let info = self.read_gate(read).await?;
+        let db = self.group.db();
+        let Some(k) = read::key(&db, volume, bucket, key)? else {
+            must_bucket(&db, volume, bucket)?;
+            return Err(Refusal::KeyNotFound {
+                path: key_path(volume, bucket, key),
+            }
+            .into());
+        };
+        Ok((key_info(&db, k)?, info))
+    }
+
+    /// A page of a bucket's keys, read as `read` asks.
+    pub async fn list_keys(
+        &self,
+        read: ReadOptions,
+        a: ListKeysArgs,
+    ) -> Result<(Page<KeyInfo>, ReadInfo), OmError> {
+        checks::name("volume", &a.volume)?;
+        checks::name("bucket", &a.bucket)?;
+        checks::list_arg("prefix", &a.prefix)?;
+        checks::list_arg("start_after", &a.start_after)?;
+        let info = self.read_gate(read).await?;
+        let db = self.group.db();
+        must_bucket(&db, &a.volume, &a.bucket)?;
+        let (ks, truncated) = read::list_keys(
+            &db,
+            &a.volume,
+            &a.bucket,
+            &a.prefix,
+            &a.start_after,
+            checks::page(a.limit),
+        )?;
+        let rows = ks
+            .into_iter()
+            .map(|k| key_info(&db, k))
+            .collect::<Result<_, _>>()?;
+        Ok((Page { rows, truncated }, info))
+    }
+
+    /// Deletes a committed key.
+    pub async fn delete_key(
+        &self,
+        volume: String,
+        bucket: String,
+        key: String,
+    ) -> Result<(), OmError> {
+        key_args(&volume, &bucket, &key)?;
+        match self
+            .propose(OmRequest::DeleteKey {
+                volume,
+                bucket,
+                key,
+            })
+            .await?
+        {
+            OmResponse::KeyDeleted => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Renames a committed key within its bucket.
+    pub async fn rename_key(
+        &self,
+        volume: String,
+        bucket: String,
+        from: String,
+        to: String,
+    ) -> Result<(), OmError> {
+        key_args(&volume, &bucket, &from)?;
+        check_key_name(&to).map_err(OmError::InvalidName)?;
+        match self
+            .propose(OmRequest::RenameKey {
+                volume,
+                bucket,
+                from,
+                to,
+                now_ms: now_ms(),
+            })
+            .await?
+        {
+            OmResponse::KeyRenamed => Ok(()),
+            other => Err(unexpected(other)),
+        }
+    }
+}
