@@ -116,10 +116,13 @@ fn svc(ch: Channel) -> OmServiceClient<Channel> {
 macro_rules! leader_call {
     ($self:ident, $what:expr, $method:ident, $req:expr) => {{
         let req = $req;
+        // One id for every attempt of the call: a write the ring resends after an attempt
+        // whose answer was lost is applied at most once (rozone_rpc::call).
+        let call = $self.ring.call_ids().begin();
         $self
             .ring
             .call($what, |ch| {
-                let req = req.clone();
+                let req = call.request(req.clone());
                 async move { svc(ch).$method(req).await }
             })
             .await

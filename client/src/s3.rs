@@ -31,10 +31,12 @@ impl OmClient {
     /// The user's S3 secret, created on the first call (admin certificates only).
     pub async fn get_s3_secret(&self, user: &str) -> Result<S3Secret> {
         let req = pb::GetS3SecretRequest { user: user.into() };
+        // Creates the secret on the first call: one id for every attempt.
+        let call = self.ring().call_ids().begin();
         let r = self
             .ring()
             .call("get s3 secret", |ch| {
-                let req = req.clone();
+                let req = call.request(req.clone());
                 async move { OmS3Client::new(ch).get_s3_secret(req).await }
             })
             .await?;
@@ -61,9 +63,10 @@ impl OmClient {
         let req = pb::RevokeS3SecretRequest {
             access_id: access_id.into(),
         };
+        let call = self.ring().call_ids().begin();
         self.ring()
             .call("revoke s3 secret", |ch| {
-                let req = req.clone();
+                let req = call.request(req.clone());
                 async move { OmS3Client::new(ch).revoke_s3_secret(req).await }
             })
             .await?;
@@ -123,12 +126,14 @@ impl OmClient {
     async fn s3_call<Req, T, F, Fut>(&self, what: &str, req: Req, f: F) -> Result<T>
     where
         Req: Clone,
-        F: Fn(OmS3Client<tonic::transport::Channel>, Req) -> Fut,
+        F: Fn(OmS3Client<tonic::transport::Channel>, tonic::Request<Req>) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
+        // One id for every attempt: a resent write applies at most once.
+        let call = self.ring().call_ids().begin();
         Ok(self
             .ring()
-            .call(what, |ch| f(OmS3Client::new(ch), req.clone()))
+            .call(what, |ch| f(OmS3Client::new(ch), call.request(req.clone())))
             .await?)
     }
 

@@ -157,10 +157,12 @@ fn admin(ch: Channel) -> ScmAdminClient<Channel> {
 macro_rules! leader_call {
     ($self:ident, $what:expr, $method:ident, $req:expr) => {{
         let req = $req;
+        // One id for every attempt: a resent admin write applies at most once.
+        let call = $self.ring.call_ids().begin();
         $self
             .ring
             .call($what, |ch| {
-                let req = req.clone();
+                let req = call.request(req.clone());
                 async move { admin(ch).$method(req).await }
             })
             .await

@@ -12,7 +12,7 @@ use rozone_proto::om::om_admin_server::OmAdminServer;
 use rozone_proto::om::om_s3_server::OmS3Server;
 use rozone_proto::om::om_service_server::OmServiceServer;
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
-use rozone_rpc::Role;
+use rozone_rpc::{CallScoped, Role};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -97,10 +97,12 @@ impl OmServer {
         let max = om.max_request_size.as_u64() as usize;
         let client = security
             .server()?
-            .add_service(
+            // Key and S3 writes carry their call's id to the Raft layer: a retried call
+            // is applied at most once (rozone_rpc::call).
+            .add_service(CallScoped(
                 OmServiceServer::new(OmServiceImpl { node: node.clone() })
                     .max_decoding_message_size(max),
-            )
+            ))
             .add_service(OmAdminServer::new(AdminService { node: node.clone() }))
             .add_service(
                 rozone_raft::ring::RingService::new(
@@ -109,7 +111,9 @@ impl OmServer {
                 )
                 .server(),
             )
-            .add_service(OmS3Server::new(S3Service { node: node.clone() }));
+            .add_service(CallScoped(OmS3Server::new(S3Service {
+                node: node.clone(),
+            })));
         let mut tasks = vec![
             rozone_raft::server::spawn_router(
                 "peer",

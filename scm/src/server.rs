@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
-use rozone_rpc::Role;
+use rozone_rpc::{CallScoped, Role};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
@@ -141,7 +141,10 @@ impl ScmServer {
                     .add_service(ring_svc)
                     .add_service(ScmDatanodeServer::new(DatanodeService(node.clone())))
                     .add_service(ScmBlockServer::new(BlockService(node.clone())))
-                    .add_service(ScmAdminServer::new(AdminService(node.clone()))),
+                    // An admin's write (a container close) is applied at most once per call.
+                    // Not the block service: block allocation proposes the SCM's own id
+                    // reservations inside the call, whose replies must never be replayed.
+                    .add_service(CallScoped(ScmAdminServer::new(AdminService(node.clone())))),
                 client_l,
                 security.connection_cap(),
                 &stop,

@@ -25,6 +25,7 @@ pub mod network;
 pub mod record;
 pub mod registry;
 pub mod report;
+pub mod retry_cache;
 pub mod ring;
 pub mod rows;
 pub mod server;

@@ -97,6 +97,19 @@ impl<L: StateMachineLogic> RaftGroup<L> {
                 s.installs as f64,
             ),
         ];
+        let (hits, entries) = self.retry_cache_stats();
+        v.push(sample(
+            "rozone_raft_retry_cache_hits_total",
+            "counter",
+            "retried client writes answered from the retry cache instead of applied again".into(),
+            hits as f64,
+        ));
+        v.push(sample(
+            "rozone_raft_retry_cache_entries",
+            "gauge",
+            "client writes remembered in the retry cache".into(),
+            entries as f64,
+        ));
         if m.state == ServerState::Leader {
             v.push(sample(
                 "rozone_raft_lease_held",

@@ -21,6 +21,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::codec::encode;
+use crate::retry_cache::{self, RetryCache};
 use crate::snapshot::{self, Checkpoint, Manifest, Snap, SnapshotStore};
 use crate::txn::Txn;
 use crate::types::{AppResponse, LogId, SnapshotMeta, StoredMembership, TypeConfig};
@@ -214,6 +215,8 @@ pub struct RocksStateMachine<L: StateMachineLogic> {
     logic: L,
     applied: Option<LogId>,
     membership: StoredMembership,
+    retry: RetryCache,
+    retry_stats: Arc<retry_cache::Stats>,
 }
 
 impl<L: StateMachineLogic> RocksStateMachine<L> {
@@ -225,13 +228,50 @@ impl<L: StateMachineLogic> RocksStateMachine<L> {
         let db = state.db();
         let (applied, membership) = read_applied(&db)?;
         logic.on_load(&db)?;
+        let retry = RetryCache::load(&db)?;
+        let retry_stats = Arc::new(retry_cache::Stats::default());
+        retry_stats.set_entries(retry.len());
         Ok(Self {
             state,
             snapshots,
             logic,
             applied,
             membership,
+            retry,
+            retry_stats,
         })
+    }
+
+    /// What the retry cache did (shared with the group's `/metrics`).
+    pub fn retry_stats(&self) -> Arc<retry_cache::Stats> {
+        self.retry_stats.clone()
+    }
+
+    /// Applies one client request: once per call (see [`retry_cache`]).
+    fn apply_request(
+        &mut self,
+        txn: &mut Txn<'_>,
+        log_id: &LogId,
+        sealed: &[u8],
+    ) -> io::Result<Vec<u8>> {
+        let (tag, req): (_, L::Request) = envelope::open_request(sealed)?;
+        let Some(tag) = tag else {
+            return encode(&self.logic.apply(txn, log_id, req)?);
+        };
+        let kind = envelope::request_kind(sealed);
+        if let Some(reply) = self.retry.lookup(txn, &tag, kind)? {
+            self.retry_stats.hit();
+            tracing::info!(
+                client = tag.client,
+                seq = tag.seq,
+                sub = tag.sub,
+                "a retried write was answered from the retry cache"
+            );
+            return Ok(reply);
+        }
+        let reply = encode(&self.logic.apply(txn, log_id, req)?)?;
+        self.retry.remember(txn, &tag, kind, reply.clone())?;
+        Ok(reply)
     }
 
     pub fn state(&self) -> Arc<StateDb> {
@@ -321,9 +361,7 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
             let resp = match entry.payload {
                 EntryPayload::Blank => AppResponse::default(),
                 EntryPayload::Normal(req) => {
-                    let req: L::Request = envelope::open(&req.0, "request")?;
-                    let resp = self.logic.apply(&mut txn, &log_id, req)?;
-                    AppResponse(encode(&resp)?)
+                    AppResponse(self.apply_request(&mut txn, &log_id, &req.0)?)
                 }
                 EntryPayload::Membership(m) => {
                     membership = Some(StoredMembership::new(Some(log_id), m));
@@ -349,6 +387,7 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
         if let Some(m) = membership {
             self.membership = m;
         }
+        self.retry_stats.set_entries(self.retry.len());
         for (r, resp) in replies {
             r.send(resp);
         }
@@ -414,6 +453,8 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
         self.applied = applied;
         self.membership = membership;
         self.logic.on_load(&db)?;
+        self.retry = RetryCache::load(&db)?;
+        self.retry_stats.set_entries(self.retry.len());
         tracing::info!(snapshot = %snapshot.id, "snapshot installed");
         Ok(())
     }

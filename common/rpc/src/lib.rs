@@ -6,6 +6,7 @@
 //! - [`Ring`] ([`ring`]): calls to a replicated ring (SCM, OM) that find the leader and
 //!   survive its change; the CLI, the OM's SCM client and the datanode's heartbeat use it.
 //! - [`is_retryable`]: the one rule for "try another member or later".
+//! - [`call`]: call ids, so a write the ring retries applies at most once.
 //! - [`tls`]: the `security` files (cluster CA, this process's certificate and key),
 //!   checked at start; [`pki`]: creating the CA and issuing certificates; [`auth`]: the
 //!   caller's role and id from its certificate, checked at each service's edge;
@@ -22,6 +23,7 @@
 
 pub mod auth;
 pub mod block_token;
+pub mod call;
 pub mod channel;
 pub mod conns;
 pub mod error;
@@ -31,6 +33,7 @@ pub mod ring;
 pub mod tls;
 
 pub use auth::{Caller, Role};
+pub use call::{CallIds, CallScoped};
 pub use channel::ChannelFactory;
 pub use conns::ConnectionCap;
 pub use error::RpcError;

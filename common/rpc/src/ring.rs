@@ -21,6 +21,7 @@ use tonic::{Response, Status};
 use crate::channel::ChannelFactory;
 use crate::error::RpcError;
 use crate::is_retryable;
+use crate::CallIds;
 
 type Result<T, E = RpcError> = std::result::Result<T, E>;
 
@@ -64,6 +65,8 @@ struct Inner {
     retries: AtomicU64,
     policy: RetryPolicy,
     channels: ChannelFactory,
+    /// Numbers this ring's calls, so the ring's retries of a write apply it at most once.
+    calls: CallIds,
 }
 
 /// The members of one replicated ring, and the client-side knowledge of who leads.
@@ -111,6 +114,7 @@ impl Ring {
                 retries: AtomicU64::new(0),
                 policy,
                 channels,
+                calls: CallIds::new(),
             }),
         })
     }
@@ -118,6 +122,12 @@ impl Ring {
     /// The service name this ring was created with.
     pub fn service(&self) -> &str {
         &self.inner.service
+    }
+
+    /// The call numbering of this ring's clients: a write starts a [`crate::call::Call`]
+    /// before its first attempt and sends its id on every attempt.
+    pub fn call_ids(&self) -> &CallIds {
+        &self.inner.calls
     }
 
     /// The policy calls use.

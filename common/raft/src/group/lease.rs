@@ -23,11 +23,33 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         // A leader without a lease may still be the leader, but more likely it is cut off:
         // refusing now sends the client to the ring instead of waiting out a timeout.
         self.leader_gate()?;
+        // A write proposed for a client's call carries the call's id, so a retry of the
+        // call is answered from the retry cache rather than applied again.
+        let call = rozone_rpc::call::current();
+        let tagged = call.is_some();
+        let sealed = match call {
+            Some((id, sub)) => crate::envelope::seal_call(
+                &crate::envelope::CallTag {
+                    client: id.client,
+                    seq: id.seq,
+                    sub,
+                    low: id.low,
+                    stamp_ms: now_ms(),
+                },
+                &req,
+            )?,
+            None => crate::envelope::seal(&req)?,
+        };
         let resp = self
             .raft
-            .client_write(AppRequest(crate::envelope::seal(&req)?))
+            .client_write(AppRequest(sealed))
             .await
             .map_err(|e| self.write_error(e))?;
+        // The answer of a committed write lost on its way back, as when a leader is deposed
+        // after appending: the client resends the call (tests of the retry cache).
+        fail::fail_point!("raft-call-reply-lost", tagged, |_| {
+            Err(RaftGroupError::NotLeader { leader: None })
+        });
         Ok(decode(&resp.data.0)?)
     }
 
@@ -180,4 +202,11 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             _ => Ok(()),
         }
     }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

@@ -52,6 +52,8 @@ pub struct RaftGroup<L: StateMachineLogic> {
     /// The ring id of this group's join record, once known (see [`crate::join`]); shared
     /// with the network, which tags every peer RPC with it.
     ring: Arc<crate::join::RingSlot>,
+    /// What the state machine's retry cache did.
+    retry: Arc<crate::retry_cache::Stats>,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -102,7 +104,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         })
         .await?;
         let log = log.with_append_hook(hook);
-        let (state, snapshots) = (sm.state(), sm.snapshots());
+        let (state, snapshots, retry) = (sm.state(), sm.snapshots(), sm.retry_stats());
         let net_stats = Arc::new(NetStats::default());
         let ring = Arc::new(crate::join::RingSlot::default());
         let net = NetworkFactory {
@@ -134,11 +136,21 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             started: Instant::now(),
             transfer_term: AtomicU64::new(0),
             ring,
+            retry,
         });
         if g.cfg.serve_peers_at_start {
             g.serve_peers();
         }
         Ok(g)
+    }
+
+    /// Writes answered from the retry cache, and records held (see [`crate::retry_cache`]).
+    pub fn retry_cache_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.retry.hits.load(Relaxed),
+            self.retry.entries.load(Relaxed),
+        )
     }
 
     /// Opens the peer port to this group: from now on it answers the ring's Raft RPCs.
