@@ -58,7 +58,10 @@ fn a_resent_write_whose_answer_was_lost_is_applied_once() {
     // On every OM: whichever leads loses the answer of its next call's write, once.
     for p in &ports {
         let r = http("PUT", *p, "/failpoints/raft-call-reply-lost", "1*return");
-        assert!(r.starts_with("HTTP/1.1 200") || r.starts_with("HTTP/1.0 200"), "{r}");
+        assert!(
+            r.starts_with("HTTP/1.1 200") || r.starts_with("HTTP/1.0 200"),
+            "{r}"
+        );
     }
     let rt = runtime();
     let _in_rt = rt.enter();
