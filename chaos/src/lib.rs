@@ -8,10 +8,12 @@
 //!   the client library, recorded as a history; [`data`]: real key data through the
 //!   datanodes, every acknowledged object read back; [`run`]: one seed end to end.
 //! - [`membership`]: a ring member lost for good and replaced.
+//! - [`containers`]: the containers' end state (healthy, agreeing replicas; none resurrected).
 //! - [`fuzz`]: the bounded mutation loop the decoder fuzz tests run.
 
 pub mod checker;
 pub mod cluster;
+pub mod containers;
 pub mod data;
 pub mod faults;
 pub mod fuzz;

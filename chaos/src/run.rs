@@ -13,6 +13,7 @@ use rozone_client::{Client, ClientConfig};
 
 use crate::checker::{self, Call, Op, Outcome, Report};
 use crate::cluster::{Cluster, Kind, Size, WAIT};
+use crate::containers::{self, DeletedLog};
 use crate::data::{self, DataLog, DATA_BUCKET};
 use crate::faults::{self, Families, Fault, FaultKind, Target};
 use crate::workload::{self, Recorder, BUCKET, VOLUME};
@@ -49,6 +50,8 @@ pub struct RunReport {
     pub start_took: Duration,
     /// The data workload's counts.
     pub data: String,
+    /// The containers' end state (counts by state, how many were checked).
+    pub containers: String,
 }
 
 impl RunReport {
@@ -95,7 +98,7 @@ impl RunReport {
             self.report.checked,
             self.report.keys.len()
         ));
-        s.push_str(&format!("{}\n", self.data));
+        s.push_str(&format!("{}\n{}\n", self.data, self.containers));
         for e in &self.end_state {
             s.push_str(&format!("end state: {e}\n"));
         }
@@ -181,36 +184,42 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
                 i,
                 o.seed,
                 Arc::clone(&stop),
-                false,
             ))
         })
         .collect();
     // One reader pinned to each OM, as a client on one side of a partition that reaches
     // only that member: the shared clients follow the leader together, so without these
-    // nobody would ask a cut-off old leader anything once a new one answers.
+    // nobody would ask a cut-off old leader anything once a new one answers. Each read
+    // dials a fresh client, in DEFAULT mode (see `workload::pinned_reader_loop`).
     for (i, addr) in om_addrs.iter().enumerate() {
-        let pinned = Client::new(&ClientConfig {
+        let pinned = ClientConfig {
             om_addrs: vec![addr.clone()],
             call_deadline: Duration::from_secs(2),
             attempt_timeout: Duration::from_secs(1),
             insecure: true,
             ..ClientConfig::default()
-        })?;
-        workers.push(tokio::spawn(workload::client_loop(
-            pinned.om.clone(),
-            Arc::clone(&rec),
-            Arc::clone(&regs),
-            o.clients + i as u32,
-            o.seed,
-            Arc::clone(&stop),
-            true,
-        )));
+        };
+        // A config the client library refuses fails here, not in the loop.
+        Client::new(&pinned)?;
+        let (rec, regs, stop) = (Arc::clone(&rec), Arc::clone(&regs), Arc::clone(&stop));
+        let (id, seed) = (o.clients + i as u32, o.seed);
+        workers.push(tokio::spawn(async move {
+            if let Err(e) = workload::pinned_reader_loop(pinned, rec, regs, id, seed, stop).await {
+                eprintln!("rozone-chaos: pinned reader {id}: {e:#}");
+            }
+        }));
     }
     let data_log = Arc::new(DataLog::default());
     let writer = tokio::spawn(data::writer_loop(
         Arc::clone(&client),
         Arc::clone(&data_log),
         o.seed,
+        Arc::clone(&stop),
+    ));
+    let deleted_log = Arc::new(DeletedLog::default());
+    let monitor = tokio::spawn(containers::monitor_loop(
+        Arc::clone(&client),
+        Arc::clone(&deleted_log),
         Arc::clone(&stop),
     ));
     let schedule = faults::schedule(o.seed, o.duration, o.families, o.size.datanodes > 0);
@@ -230,6 +239,7 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
         w.await.context("client task")?;
     }
     writer.await.context("data writer task")?;
+    monitor.await.context("container monitor task")?;
     let workload = began.elapsed();
 
     let mut end_state = Vec::new();
@@ -253,6 +263,10 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
         }
     }
     end_state.extend(data::verify_all(&client, &data_log, WAIT).await);
+    // Every CLOSED container back to its healthy replicas, equal on every datanode; no
+    // deleted container back (see `containers`).
+    let (containers, problems) = containers::verify(&client, &deleted_log, WAIT).await;
+    end_state.extend(problems);
     let history = rec.ops();
     let h2 = history.clone();
     let timeout = o.check_timeout;
@@ -266,6 +280,7 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
         workload,
         start_took,
         data: data_log.summary(),
+        containers,
     })
 }
 

@@ -20,6 +20,7 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rozone_client::om::{Exclude, OmClient, ReadMode};
+use rozone_client::{Client, ClientConfig};
 
 use crate::checker::{Call, Op, Outcome, Output, Value};
 
@@ -162,8 +163,8 @@ async fn vol_op(om: &OmClient, vol: &str, call: Call, mode: ReadMode) -> Outcome
     }
 }
 
-/// One client: random operations on random registers until `stop` (`reads_only`: DEFAULT
-/// gets only, for a client pinned to one OM).
+/// One client: random operations on random registers until `stop`; reads are DEFAULT or
+/// LINEARIZABLE, half and half.
 pub async fn client_loop(
     om: OmClient,
     rec: Arc<Recorder>,
@@ -171,21 +172,17 @@ pub async fn client_loop(
     client: u32,
     seed: u64,
     stop: Arc<AtomicBool>,
-    reads_only: bool,
 ) {
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(client) << 32));
     while !stop.load(Ordering::Relaxed) {
         let reg = &regs[rng.random_range(0..regs.len())];
         let roll = rng.random_range(0..100);
-        // A pinned reader reads in DEFAULT mode only: the mode a cut-off leader could
-        // answer from its own state (LINEARIZABLE asks a quorum first).
-        let mode = if !reads_only && rng.random_bool(0.5) {
+        let mode = if rng.random_bool(0.5) {
             ReadMode::Default
         } else {
             ReadMode::Linearizable
         };
         let call = match (reg.starts_with("key/"), roll) {
-            _ if reads_only => Call::Get,
             (_, 0..50) => Call::Get,
             (true, 50..90) => Call::Put(rec.value()),
             (false, 50..90) => Call::CreateIfAbsent(rec.value()),
@@ -193,4 +190,31 @@ pub async fn client_loop(
         };
         run_op(&om, &rec, client, reg, call, mode).await;
     }
+}
+
+/// A reader pinned to one OM (`addr`): DEFAULT gets of random registers until `stop`,
+/// recorded like every other client's operations.
+///
+/// DEFAULT is the mode a cut-off old leader can answer from its own state (LINEARIZABLE asks
+/// a quorum first, which it cannot reach), so these are the reads that meet the stale read
+/// the leader lease prevents. Each read dials a **fresh client** (`Client::new` with this
+/// one address), as a client that has just arrived on the old leader's side of a partition:
+/// a long-lived client is not pinned at all, since its ring learns the other members from
+/// `NotLeader` hints and keeps asking whichever member last led. A fresh client starts at
+/// `addr` and only moves on within its one call (a follower's hint, an unanswered attempt).
+pub async fn pinned_reader_loop(
+    config: ClientConfig,
+    rec: Arc<Recorder>,
+    regs: Arc<Vec<String>>,
+    client: u32,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
+    let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(client) << 32));
+    while !stop.load(Ordering::Relaxed) {
+        let reg = &regs[rng.random_range(0..regs.len())];
+        let fresh = Client::new(&config)?;
+        run_op(&fresh.om, &rec, client, reg, Call::Get, ReadMode::Default).await;
+    }
+    Ok(())
 }
