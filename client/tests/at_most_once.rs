@@ -97,6 +97,19 @@ fn a_resent_write_whose_answer_was_lost_is_applied_once() {
             .expect("info");
         assert_eq!(v.owner, "carol");
     });
+    let hits: f64 = ports
+        .iter()
+        .filter_map(|p| {
+            sample(
+                &http("GET", *p, "/metrics", ""),
+                "rozone_raft_retry_cache_hits_total",
+            )
+        })
+        .sum();
+    assert_eq!(
+        hits, 3.0,
+        "each of the three OMs answered one write from its cache"
+    );
     let log =
         std::fs::read_to_string(c.dir.path().join(&leader).join("stderr.log")).unwrap_or_default();
     assert!(
