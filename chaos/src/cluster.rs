@@ -61,6 +61,9 @@ pub struct Node {
     pub proxy: Option<LinkProxy>,
     pub daemon: Option<Proc>,
     pub paused: bool,
+    /// A datanode lost for good: killed, never started again, left out of every later
+    /// fault and of the heal.
+    pub lost: bool,
     /// Its stderr, every incarnation appended.
     pub log: PathBuf,
 }
@@ -77,6 +80,12 @@ pub struct Cluster {
 /// Raft timing of a loopback cluster on a busy 2-core machine.
 const RAFT: &str = "[raft]\nfsync = false\nelection_timeout_min = \"600ms\"\n\
                     election_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
+/// The SCM's judgement of datanodes, shortened so a run sees a datanode lost for good
+/// declared DEAD and its replicas copied within the end-state wait: DEAD after 10 s of
+/// silence (a killed or paused datanode is back within 4 s plus its start), the
+/// ReplicationManager every 5 s, a lost copy command retried after 30 s.
+const SCM_TIMING: &str = "datanode_stale_after = \"4s\"\ndatanode_dead_after = \"10s\"\n\
+                          replication_interval = \"5s\"\nreplication_inflight_timeout = \"30s\"\n";
 /// A bound on anything the harness waits for ("hung", not "slow").
 pub const WAIT: Duration = Duration::from_secs(90);
 
@@ -143,7 +152,7 @@ impl Cluster {
             let text = match kind {
                 Kind::Scm => format!(
                     "{head}[scm]\nclient_addr = \"127.0.0.1:{client}\"\npeer_addr = \"127.0.0.1:{peer}\"\n\
-                     checkpoint_addr = \"127.0.0.1:0\"\nbootstrap_retry_pause = \"200ms\"\n{}",
+                     checkpoint_addr = \"127.0.0.1:0\"\nbootstrap_retry_pause = \"200ms\"\n{SCM_TIMING}{}",
                     peers[&kind]
                 ),
                 Kind::Om => format!(
@@ -173,6 +182,7 @@ impl Cluster {
                     proxy: proxies.remove(&(kind, id)),
                     daemon: None,
                     paused: false,
+                    lost: false,
                     log,
                 },
             );
@@ -186,11 +196,28 @@ impl Cluster {
         })
     }
 
+    /// The members of `kind` that are not lost.
     pub fn names(&self, kind: Kind) -> Vec<String> {
         self.nodes
             .values()
-            .filter(|n| n.kind == kind)
+            .filter(|n| n.kind == kind && !n.lost)
             .map(|n| n.name.clone())
+            .collect()
+    }
+
+    /// Kills `name` for good: never started again.
+    pub fn lose(&mut self, name: &str) -> anyhow::Result<()> {
+        self.kill(name)?;
+        self.node_mut(name)?.lost = true;
+        Ok(())
+    }
+
+    /// The datanodes lost for good, by id.
+    pub fn lost_datanodes(&self) -> Vec<u64> {
+        self.nodes
+            .values()
+            .filter(|n| n.kind == Kind::Datanode && n.lost)
+            .map(|n| n.id)
             .collect()
     }
 

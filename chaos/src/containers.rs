@@ -12,16 +12,22 @@
 //!   with its rule version). The SCM's replica map does not carry the checksum or digest, so
 //!   the replicas are compared on what the datanodes themselves answer.
 //!
-//! A CLOSING container (its pipeline closed by a datanode fault) should settle to CLOSED
-//! (then checked as below) or QUASI_CLOSED (counted, not checked). While RELIABILITY.md's
-//! finding 2 is open (such containers can stay CLOSING for good), those left CLOSING are
-//! printed with the verdict and do not fail the run.
+//! CLOSING and QUASI_CLOSED are passages, not end states: a container whose pipeline closed
+//! (a datanode fault) is quasi-closed by its members and then force-closed by the SCM at the
+//! highest BCSID a majority reached, so after healing it must be CLOSED (then checked as
+//! below). One left CLOSING was RELIABILITY.md's finding 2.
 //!
 //! Replicas of one CLOSED container must agree on **state (CLOSED), BCSID, block count,
 //! container checksum (non-empty) and content digest (same non-zero digest version)**.
 //! Used bytes are not compared: an imported copy holds only committed blocks, while a
 //! replica that applied a chunk write whose block was never committed still counts its
 //! bytes, so equal data may differ there.
+//!
+//! A datanode lost for good (docs/chaos.md) must be DEAD to the SCM, no OPEN pipeline may
+//! hold it, and every OPEN container must sit on an OPEN pipeline without it: its pipelines
+//! closed, its containers close and are copied to the datanodes left (then checked as
+//! above). Otherwise a run that loses a datanode shortly before its end would pass with
+//! containers that only the SCM's next passes would mend.
 //!
 //! "No container resurrected": a container the SCM records as DELETED (seen so during the
 //! run by [`monitor_loop`] or at the end) must stay DELETED, the SCM must list no replica of
@@ -124,8 +130,6 @@ struct Poll {
     resurrected: Vec<String>,
     counts: BTreeMap<String, usize>,
     closed_checked: usize,
-    /// CLOSING containers: reported, not failed (RELIABILITY.md, finding 2, open).
-    closing: Vec<u64>,
 }
 
 /// The comparable part of a replica's descriptor.
@@ -283,7 +287,7 @@ async fn check_deleted(
     }
 }
 
-async fn poll(client: &Client, log: &DeletedLog) -> Poll {
+async fn poll(client: &Client, log: &DeletedLog, lost: &[u64]) -> Poll {
     let mut p = Poll::default();
     let scm = match client.scm() {
         Ok(s) => s,
@@ -299,13 +303,46 @@ async fn poll(client: &Client, log: &DeletedLog) -> Poll {
             return p;
         }
     };
-    let addrs: BTreeMap<u64, String> = match scm.list_datanodes().await {
-        Ok(d) => d
-            .into_iter()
-            .map(|s| (s.datanode.id, s.datanode.container_addr))
-            .collect(),
+    // A DEAD datanode (one lost for good) is not asked: the SCM dropped its replicas, and
+    // it answers nothing.
+    let datanodes = match scm.list_datanodes().await {
+        Ok(d) => d,
         Err(e) => {
             p.pending.push(format!("list datanodes: {e}"));
+            return p;
+        }
+    };
+    for d in datanodes.iter().filter(|d| lost.contains(&d.datanode.id)) {
+        if d.health != "DEAD" {
+            p.pending.push(format!(
+                "datanode {} lost for good is {} to the SCM, not DEAD",
+                d.datanode.id, d.health
+            ));
+        }
+    }
+    let addrs: BTreeMap<u64, String> = datanodes
+        .into_iter()
+        .filter(|s| s.health != "DEAD")
+        .map(|s| (s.datanode.id, s.datanode.container_addr))
+        .collect();
+    // OPEN pipelines without a lost member: where OPEN containers may stay.
+    let usable: BTreeSet<u64> = match scm.list_pipelines(true).await {
+        Ok(l) => l
+            .into_iter()
+            .filter(|s| {
+                let lost_member = s.pipeline.members.iter().find(|m| lost.contains(&m.id));
+                if let Some(m) = lost_member {
+                    p.pending.push(format!(
+                        "pipeline {} still OPEN with datanode {} lost for good",
+                        s.pipeline.id, m.id
+                    ));
+                }
+                lost_member.is_none()
+            })
+            .map(|s| s.pipeline.id)
+            .collect(),
+        Err(e) => {
+            p.pending.push(format!("list pipelines: {e}"));
             return p;
         }
     };
@@ -316,12 +353,16 @@ async fn poll(client: &Client, log: &DeletedLog) -> Poll {
         *p.counts.entry(c.state.clone()).or_default() += 1;
         match c.state.as_str() {
             "CLOSED" => check_closed(client, scm, &addrs, c, &mut p).await,
-            // Closing is a passage (its pipeline closed: a datanode fault), not an end
-            // state: it should settle to CLOSED (then checked) or QUASI_CLOSED. Until
-            // finding 2 (RELIABILITY.md: close commands refused with PIPELINE_NOT_FOUND
-            // after the pipeline closed) is fixed, one left CLOSING is printed with the
-            // verdict, not failed: the suite keeps guarding everything else meanwhile.
-            "CLOSING" => p.closing.push(c.id),
+            // A passage (its pipeline closed: a datanode fault), not an end state.
+            "CLOSING" | "QUASI_CLOSED" => p
+                .pending
+                .push(format!("container {} still {}", c.id, c.state)),
+            "OPEN" if !lost.is_empty() && !usable.contains(&c.pipeline_id) => {
+                p.pending.push(format!(
+                    "container {} OPEN on pipeline {}, which is not OPEN without the lost datanode",
+                    c.id, c.pipeline_id
+                ))
+            }
             _ => {}
         }
     }
@@ -341,16 +382,22 @@ async fn poll(client: &Client, log: &DeletedLog) -> Poll {
     p
 }
 
-/// Polls until every CLOSED container has its factor of healthy, agreeing replicas and no
-/// deleted container is back, or `wait` has passed. Returns the summary line and the
+/// Polls until every CLOSED container has its factor of healthy, agreeing replicas, no
+/// deleted container is back and the datanodes in `lost` are DEAD with nothing left open
+/// on them, or `wait` has passed. Returns the summary line and the
 /// problems (empty: passed). A resurrection seen at any poll is a problem even if a later
 /// poll no longer sees it.
-pub async fn verify(client: &Client, log: &DeletedLog, wait: Duration) -> (String, Vec<String>) {
+pub async fn verify(
+    client: &Client,
+    log: &DeletedLog,
+    lost: &[u64],
+    wait: Duration,
+) -> (String, Vec<String>) {
     let deadline = Instant::now() + wait;
     let started = Instant::now();
     let mut resurrected: Vec<String> = Vec::new();
     loop {
-        let p = poll(client, log).await;
+        let p = poll(client, log, lost).await;
         for r in p.resurrected {
             if !resurrected.contains(&r) {
                 resurrected.push(r);
@@ -368,14 +415,6 @@ pub async fn verify(client: &Client, log: &DeletedLog, wait: Duration) -> (Strin
             log.get().1.len(),
             started.elapsed().as_secs_f64()
         );
-        let line = if p.closing.is_empty() {
-            line
-        } else {
-            format!(
-                "{line}; still CLOSING (finding 2, open: reported, not failed): {:?}",
-                p.closing
-            )
-        };
         if p.pending.is_empty() || Instant::now() >= deadline {
             let mut problems: Vec<String> = resurrected
                 .into_iter()

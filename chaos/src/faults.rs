@@ -32,6 +32,9 @@ pub enum FaultKind {
     /// Leadership handed to a follower.
     Transfer,
     /// A ring member lost for good: removed, its data wiped, rejoined with `--bootstrap`.
+    /// A datanode lost for good is killed and never comes back (at most one a run: a
+    /// pipeline needs three of the four): the SCM must declare it dead, close its
+    /// pipelines and copy its replicas elsewhere.
     Replace,
     /// A datanode's disk returns EIO (failpoint `dn-disk-fault`) for the hold; then the
     /// datanode restarts, as after a disk swap (a volume that failed stays failed until its
@@ -132,7 +135,9 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
         let ring = match (kind, roll) {
             (FaultKind::DiskError | FaultKind::DiskFull, _) => Kind::Datanode,
             (_, 0..6) => Kind::Om,
-            (FaultKind::Kill | FaultKind::Pause, 9) if datanodes => Kind::Datanode,
+            (FaultKind::Kill | FaultKind::Pause | FaultKind::Replace, 9) if datanodes => {
+                Kind::Datanode
+            }
             _ => Kind::Scm,
         };
         let target = if rng.random_bool(0.6) {
@@ -179,5 +184,22 @@ mod tests {
             && matches!(f.kind, FaultKind::DiskError | FaultKind::DiskFull)));
         assert!(schedule(7, d, Families::parse("disk").unwrap(), false).is_empty());
         assert!(Families::parse("clock").is_err());
+    }
+
+    /// Some seeds lose a datanode for good (a membership fault on roll 9); none does
+    /// without datanodes.
+    #[test]
+    fn some_seeds_lose_a_datanode() {
+        let all = Families::parse("all").unwrap();
+        let d = Duration::from_secs(30);
+        let loses = |seed, dns| {
+            schedule(seed, d, all, dns)
+                .iter()
+                .any(|f| f.kind == FaultKind::Replace && f.ring == Kind::Datanode)
+        };
+        let seeds: Vec<u64> = (0..100).filter(|s| loses(*s, true)).collect();
+        eprintln!("seeds 0..100 that lose a datanode in 30 s: {seeds:?}");
+        assert!(!seeds.is_empty());
+        assert!((0..100).all(|s| !loses(s, false)));
     }
 }

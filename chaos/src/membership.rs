@@ -116,3 +116,21 @@ pub async fn replace(
         "Replace {ring:?} member {id}: removed, wiped, rejoined"
     ))
 }
+
+/// Loses datanode `name` for good (docs/chaos.md): killed, never started again. Skipped
+/// when one is lost already: with four datanodes, a second loss would leave no pipeline.
+pub fn lose_datanode(cluster: &Arc<Mutex<Cluster>>, name: &str) -> anyhow::Result<String> {
+    let mut c = lock(cluster);
+    if !c.lost_datanodes().is_empty() {
+        return Ok(format!(
+            "Replace Datanode {name}: skipped, a datanode is lost already"
+        ));
+    }
+    if c.names(Kind::Datanode).len() <= 3 {
+        return Ok(format!(
+            "Replace Datanode {name}: skipped, a pipeline needs the three left"
+        ));
+    }
+    c.lose(name)?;
+    Ok(format!("Replace Datanode {name}: lost for good"))
+}

@@ -265,7 +265,8 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
     end_state.extend(data::verify_all(&client, &data_log, WAIT).await);
     // Every CLOSED container back to its healthy replicas, equal on every datanode; no
     // deleted container back (see `containers`).
-    let (containers, problems) = containers::verify(&client, &deleted_log, WAIT).await;
+    let lost = lock(cluster).lost_datanodes();
+    let (containers, problems) = containers::verify(&client, &deleted_log, &lost, WAIT).await;
     end_state.extend(problems);
     let history = rec.ops();
     let h2 = history.clone();
@@ -394,6 +395,9 @@ async fn inject(
             tokio::time::sleep(f.hold).await;
             lock(cluster).heal_all()?;
         }
+        FaultKind::Replace if f.ring == Kind::Datanode => {
+            return membership::lose_datanode(cluster, &name);
+        }
         FaultKind::Replace => {
             let id = lock(cluster).node(&name)?.id;
             return membership::replace(cluster, client, f.ring, id).await;
@@ -443,7 +447,12 @@ async fn inject(
 async fn heal(cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Vec<String>> {
     let mut c = lock(cluster);
     c.heal_all()?;
-    let names: Vec<String> = c.nodes.keys().cloned().collect();
+    let names: Vec<String> = c
+        .nodes
+        .values()
+        .filter(|n| !n.lost)
+        .map(|n| n.name.clone())
+        .collect();
     let mut exited = Vec::new();
     for n in names {
         if !c.running(&n) {

@@ -122,7 +122,8 @@ impl Executor {
 
     /// Close through the pipeline when this member leads it (the entry closes every replica
     /// at the same log index); a member that does not lead leaves it to the leader. Without
-    /// the pipeline, `force` quasi-closes the local replica.
+    /// the pipeline here, the local replica is quasi-closed, and `force` (the SCM chose this
+    /// replica) closes a quasi-closed one.
     ///
     /// A container the leader never wrote (SCM opens containers when it hands out blocks,
     /// and a block may never be written) has nothing to close. Only the write stage creates
@@ -158,11 +159,24 @@ impl Executor {
                 Err(e) => Err(DnError::io("close container", e)),
             },
             Ok(_) => Ok(()),
-            Err(_) if force => {
+            // The pipeline is gone here (closed, or never reopened): no log can close the
+            // replica at one index on every member any more. Quasi-close it with the BCSID
+            // it has, as Ozone does; the SCM compares the replicas' BCSIDs and force-closes
+            // those at the highest one a majority reached. Refusing instead left such
+            // containers CLOSING for good (RELIABILITY.md, finding 2).
+            Err(_) => {
                 let store = self.store.clone();
-                blocking(move || store.quasi_close(cid)).await
+                let r = if force {
+                    blocking(move || store.force_close(cid)).await
+                } else {
+                    blocking(move || store.quasi_close(cid)).await
+                };
+                match r {
+                    // No replica here (a member the block never reached): nothing to close.
+                    Err(e) if e.code == DnCode::ContainerNotFound => Ok(()),
+                    r => r,
+                }
             }
-            Err(e) => Err(e),
         }
     }
 }

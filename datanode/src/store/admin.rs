@@ -104,17 +104,41 @@ impl ContainerStore {
         Ok(removed.len())
     }
 
-    /// Closes a replica without the pipeline (its pipeline is gone): QUASI_CLOSED.
+    /// Closes a replica without the pipeline (its pipeline is gone here): QUASI_CLOSED.
+    /// Its BCSID stays what this replica applied: the SCM compares it with the others'.
     pub fn quasi_close(&self, cid: u64) -> Result<(), DnError> {
-        let (vi, d) = self.live(cid)?;
-        if !matches!(d.state, ContainerState::Open | ContainerState::Closing) {
-            return Ok(());
-        }
-        let blocks = self.volumes[vi].blocks(cid, 0, usize::MAX)?;
+        self.close_locally(cid, false)
+    }
+
+    /// Closes a QUASI_CLOSED replica to CLOSED: the SCM chose it as one of the replicas at
+    /// the highest BCSID a majority reached. An OPEN or CLOSING replica is only
+    /// quasi-closed (it has not been compared with the others yet; its next report is).
+    pub fn force_close(&self, cid: u64) -> Result<(), DnError> {
+        self.close_locally(cid, true)
+    }
+
+    fn close_locally(&self, cid: u64, force: bool) -> Result<(), DnError> {
+        let (vi, _) = self.live(cid)?;
         let mut g = lock(&self.meta);
-        let mut d = d;
-        d.state = ContainerState::QuasiClosed;
+        // Read again under the lock (a block deletion may have run since), and the blocks
+        // too, so the checksum is of what the descriptor counts.
+        let blocks = self.volumes[vi].blocks(cid, 0, usize::MAX)?;
+        let Some((_, mut d)) = g.get(&cid).cloned() else {
+            return Err(DnError::container_not_found(cid));
+        };
+        d.state = match d.state {
+            ContainerState::Open | ContainerState::Closing => ContainerState::QuasiClosed,
+            ContainerState::QuasiClosed if force => ContainerState::Closed,
+            _ => return Ok(()),
+        };
         d.checksum = super::container_checksum(&blocks);
+        tracing::info!(
+            container_id = cid,
+            bcsid = d.bcsid,
+            blocks = d.block_count,
+            state = ?d.state,
+            "container closed without its pipeline"
+        );
         self.commit(&mut g, vi, WriteBatch::default(), d)
     }
 
