@@ -2,10 +2,19 @@
 //! its pipeline, a few ranges in flight at once. A replica that fails or returns bytes that
 //! do not match their checksums is skipped for the next; the whole key's checksum (written
 //! by [`crate::key_write`]) is checked at the end.
+//!
+//! Block tokens live for `om.block_token_lifetime`: a read that outlasts its tokens (a slow
+//! consumer of a large key, a key looked up long before it is read) would be refused by
+//! every replica. A range refused for its token alone is retried once with the tokens of a
+//! fresh lookup of the same key, provided the key still names the same blocks; a key
+//! replaced meanwhile is an error, never a read of two versions.
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use rozone_types::codes::{dn_result, DnCode};
+use tokio::sync::Mutex;
 
 use crate::datanode::Datanodes;
 use crate::error::{ClientError, Result};
@@ -99,8 +108,9 @@ impl KeyReader<'_> {
         }
         let mut crc = crc32fast::Hasher::new();
         let mut done = 0u64;
+        let fresh = Mutex::new(None);
         let mut s = futures::stream::iter(ranges)
-            .map(|(i, off, len)| self.read_range(i, &k.blocks[i], off, len))
+            .map(|(i, off, len)| self.read_fresh(k, &fresh, i, off, len))
             .buffered(self.opts.read_ahead.max(1));
         while let Some(bytes) = s.try_next().await? {
             crc.update(&bytes);
@@ -135,22 +145,100 @@ impl KeyReader<'_> {
         Ok(())
     }
 
-    /// One range from the first replica that returns verified bytes. Replicas are tried
-    /// starting at one chosen by the block's index, so reads of a key spread over them.
-    async fn read_range(&self, index: usize, b: &KeyBlock, off: u64, len: u64) -> Result<Bytes> {
-        let members = &b.pipeline.members;
-        if members.is_empty() {
+    /// One range of block `i` of `k`; refused for its token alone, once more with the
+    /// block's token from a fresh lookup (kept in `fresh` for the ranges after it).
+    async fn read_fresh(
+        &self,
+        k: &Key,
+        fresh: &Mutex<Option<Key>>,
+        i: usize,
+        off: u64,
+        len: u64,
+    ) -> Result<Bytes> {
+        let b = &k.blocks[i];
+        let current = fresh
+            .lock()
+            .await
+            .as_ref()
+            .map(|f| f.blocks[i].token.clone());
+        let token = current.unwrap_or_else(|| b.token.clone());
+        match self.read_range(i, b, &token, off, len).await {
+            Err(ReadError::Tokens(why)) => {
+                let token = self.refresh(k, fresh, i, &token).await.map_err(|e| {
+                    ClientError::Data(format!(
+                        "block {} bytes {off}..{}: its token was refused ({why}) and no fresh one was had: {e}",
+                        b.block_id,
+                        off + len
+                    ))
+                })?;
+                self.read_range(i, b, &token, off, len)
+                    .await
+                    .map_err(ReadError::into_client)
+            }
+            r => r.map_err(ReadError::into_client),
+        }
+    }
+
+    /// Block `i`'s token from a lookup of `k` newer than `failed`: the one another range
+    /// already fetched, or a new lookup. Refused when the key no longer names `k`'s blocks.
+    async fn refresh(
+        &self,
+        k: &Key,
+        fresh: &Mutex<Option<Key>>,
+        i: usize,
+        failed: &[u8],
+    ) -> Result<Vec<u8>> {
+        let mut g = fresh.lock().await;
+        if let Some(f) = g.as_ref() {
+            if f.blocks[i].token != failed {
+                return Ok(f.blocks[i].token.clone());
+            }
+        }
+        let f = self
+            .om
+            .lookup_key(&k.volume, &k.bucket, &k.name, self.opts.mode)
+            .await?;
+        let same = f.blocks.len() == k.blocks.len()
+            && f.blocks
+                .iter()
+                .zip(&k.blocks)
+                .all(|(a, b)| (a.block_id, a.offset, a.length) == (b.block_id, b.offset, b.length));
+        if !same {
             return Err(ClientError::Data(format!(
-                "block {} has no replica",
-                b.block_id
+                "key {}/{}/{} was replaced while it was read; read it again",
+                k.volume, k.bucket, k.name
             )));
         }
+        tracing::info!(key = %k.name, "block tokens refreshed for a read that outlasted them");
+        let token = f.blocks[i].token.clone();
+        *g = Some(f);
+        Ok(token)
+    }
+
+    /// One range from the first replica that returns verified bytes. Replicas are tried
+    /// starting at one chosen by the block's index, so reads of a key spread over them.
+    async fn read_range(
+        &self,
+        index: usize,
+        b: &KeyBlock,
+        token: &[u8],
+        off: u64,
+        len: u64,
+    ) -> Result<Bytes, ReadError> {
+        let members = &b.pipeline.members;
+        if members.is_empty() {
+            return Err(ReadError::Other(ClientError::Data(format!(
+                "block {} has no replica",
+                b.block_id
+            ))));
+        }
         let mut errors = Vec::new();
+        let mut refused_token = 0;
         for j in 0..members.len() {
             let dn = &members[(index + j) % members.len()];
             match self
                 .datanodes
-                .read_range(&dn.container_addr, b.block_id, &b.token, off, len)
+                .read_range(&dn.container_addr, b.block_id, token, off, len)
                 .await
             {
                 Ok(bytes) if bytes.len() as u64 == len => return Ok(bytes),
@@ -160,16 +248,46 @@ impl KeyReader<'_> {
                     bytes.len()
                 )),
                 Err(e) => {
+                    if token_refused(&e) {
+                        refused_token += 1;
+                    }
                     tracing::warn!(block = %b.block_id, datanode = dn.id, error = %e, "read failed; trying the next replica");
                     errors.push(format!("datanode {}: {e}", dn.id));
                 }
             }
         }
-        Err(ClientError::Data(format!(
+        if refused_token == members.len() {
+            return Err(ReadError::Tokens(errors.join("; ")));
+        }
+        Err(ReadError::Other(ClientError::Data(format!(
             "block {} bytes {off}..{}: no replica returned them ({})",
             b.block_id,
             off + len,
             errors.join("; ")
-        )))
+        ))))
     }
+}
+
+/// Why a range was not read: every replica refused its token (a fresh one may do), or
+/// anything else.
+enum ReadError {
+    Tokens(String),
+    Other(ClientError),
+}
+
+impl ReadError {
+    fn into_client(self) -> ClientError {
+        match self {
+            ReadError::Tokens(why) => {
+                ClientError::Data(format!("every replica refused the block token: {why}"))
+            }
+            ReadError::Other(e) => e,
+        }
+    }
+}
+
+/// A datanode's refusal of the block token (expired, or otherwise not good).
+fn token_refused(e: &ClientError) -> bool {
+    matches!(e, ClientError::Status { status, .. }
+        if dn_result(status) == Some(DnCode::BlockTokenVerificationFailed))
 }

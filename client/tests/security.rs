@@ -266,6 +266,7 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
         port(d, "datanode", "extra"),
     );
     let client = certs.cluster(Role::Client, 7).channels();
+    let admin = certs.cluster(Role::Admin, 8).channels();
     let om2 = certs.cluster(Role::Om, 2).channels();
     let dn9 = certs.cluster(Role::Datanode, 9).channels();
     let scm5 = certs.cluster(Role::Scm, 5).channels();
@@ -439,12 +440,45 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
         // Datanode ports: chunk I/O for data clients, pipeline and replication traffic for
         // datanodes.
         denied(
-            "GetContainer as an OM",
+            "ReadChunk as an OM",
             ContainerClient::new(ch(&om2, &dn))
-                .get_container(dpb::GetContainerRequest { container_id: 1 })
+                .read_chunk(dpb::ReadChunkRequest::default())
                 .await,
             "container I/O is for client/admin/s3g certificates; the caller is om-2",
         );
+        // A container's descriptor and block list are for operators: a data client holds
+        // tokens for its own blocks only and may not map the rest. Run against the datanode
+        // of 8948c2b, the client's GetContainer was answered (CONTAINER_NOT_FOUND, not
+        // PERMISSION_DENIED).
+        denied(
+            "GetContainer as a client",
+            ContainerClient::new(ch(&client, &dn))
+                .get_container(dpb::GetContainerRequest { container_id: 1 })
+                .await,
+            "container metadata is for admin certificates; the caller is client-7",
+        );
+        denied(
+            "ListBlocks as a client",
+            ContainerClient::new(ch(&client, &dn))
+                .list_blocks(dpb::ListBlocksRequest {
+                    container_id: 1,
+                    ..Default::default()
+                })
+                .await,
+            "container metadata is for admin certificates; the caller is client-7",
+        );
+        match ContainerClient::new(ch(&admin, &dn))
+            .get_container(dpb::GetContainerRequest { container_id: 1 })
+            .await
+        {
+            Ok(_) => {}
+            Err(s) => assert_ne!(
+                s.code(),
+                Code::PermissionDenied,
+                "GetContainer as an admin: {}",
+                s.message()
+            ),
+        }
         denied(
             "PushChunk as a client",
             PipelineDataClient::new(ch(&client, &dn_raft))

@@ -270,3 +270,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("runtime")
 }
+
+/// Creates volume `vol` (owner "admin") and its bucket `bkt` with the defaults.
+pub async fn volume_and_bucket(client: &rozone_client::Client, vol: &str, bkt: &str) {
+    client
+        .om
+        .create_volume(vol, "admin", None)
+        .await
+        .expect("volume");
+    client
+        .om
+        .create_bucket(vol, bkt, None)
+        .await
+        .expect("bucket");
+}

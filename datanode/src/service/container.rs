@@ -27,8 +27,13 @@ use crate::pipeline::Pipeline;
 use crate::store::blocking;
 use crate::types::MAX_CHUNK;
 
-/// Who may read and write chunks on the container port.
+/// Who may read and write chunks on the container port (each call also needs the block's
+/// token on a secure cluster).
 const DATA_ROLES: &[Role] = &[Role::Client, Role::Admin, Role::S3g];
+/// Who may read a container's descriptor and list its blocks: operators only. These name
+/// no block the caller holds a token for, so a data client's certificate would otherwise
+/// let it map every block id and length of the datanode.
+const METADATA_ROLES: &[Role] = &[Role::Admin];
 
 pub struct ContainerService {
     pub node: NodeRef,
@@ -136,7 +141,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::GetContainerRequest>,
     ) -> Result<Response<pb::GetContainerReply>, Status> {
-        require_role(&req, DATA_ROLES, "container I/O")?;
+        require_role(&req, METADATA_ROLES, "container metadata")?;
         let node = node(&self.node)?;
         Ok(Response::new(get_container(&node, req.into_inner())?))
     }
@@ -145,7 +150,7 @@ impl Container for ContainerService {
         &self,
         req: Request<pb::ListBlocksRequest>,
     ) -> Result<Response<pb::ListBlocksReply>, Status> {
-        require_role(&req, DATA_ROLES, "container I/O")?;
+        require_role(&req, METADATA_ROLES, "container metadata")?;
         let node = node(&self.node)?;
         Ok(Response::new(list_blocks(&node, req.into_inner()).await?))
     }

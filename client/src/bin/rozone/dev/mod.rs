@@ -51,6 +51,11 @@ pub enum DevCommand {
         /// kind, at this start (repeatable): e.g. --set om.block_token_lifetime=30s.
         #[arg(long = "set", value_name = "SECTION.KEY=VALUE", value_parser = set::parse)]
         set: Vec<set::Setting>,
+        /// Plaintext on every port, no certificates and no block tokens, at this start: for
+        /// measuring what TLS costs (BENCHMARKS.md), never for data that matters. The
+        /// client.toml written says `insecure = true`.
+        #[arg(long)]
+        insecure: bool,
     },
     /// Stop a cluster started with --detach.
     Down {
@@ -73,6 +78,7 @@ pub async fn run(as_json: bool, cmd: DevCommand) -> anyhow::Result<ExitCode> {
             bin_dir,
             ready_timeout,
             set,
+            insecure,
         } => {
             let dir = absolute(&dir)?;
             let mut up = Up {
@@ -80,6 +86,7 @@ pub async fn run(as_json: bool, cmd: DevCommand) -> anyhow::Result<ExitCode> {
                 children: Vec::new(),
                 pids: Vec::new(),
                 settings: set,
+                insecure,
             };
             match up
                 .start(
@@ -118,6 +125,8 @@ struct Up {
     pids: Vec<PidEntry>,
     /// `--set` keys for the daemons' main sections.
     settings: Vec<set::Setting>,
+    /// `--insecure`: plaintext everywhere.
+    insecure: bool,
 }
 
 impl Up {
@@ -239,21 +248,29 @@ impl Up {
             .iter()
             .map(|(k, b)| (*k, set::lines(&optional_keys(*k, b), &self.settings, *k)))
             .collect();
-        // Mutual TLS on every port, as in production: a CA and a certificate per daemon.
+        // Mutual TLS on every port, as in production: a CA and a certificate per daemon
+        // (made even for an --insecure start, so the next start may be secure again).
         let tls = certs::DevTls::ensure(&dir, &layout)?;
+        if self.insecure {
+            eprintln!(
+                "rozone dev: --insecure: every port plaintext, no certificates, no block tokens"
+            );
+        }
         for n in &layout.nodes {
             let nd = dir.join(n.name());
             std::fs::create_dir_all(&nd).with_context(|| format!("create {}", nd.display()))?;
             let config = daemon_config(&layout, n, &nd, &extra[&n.kind]);
-            write_atomic(
-                &nd.join("config.toml"),
-                &format!("{config}{}", tls.section(n)),
-            )?;
+            let security = if self.insecure {
+                "[security]\ninsecure = true\n".to_string()
+            } else {
+                tls.section(n)
+            };
+            write_atomic(&nd.join("config.toml"), &format!("{config}{security}"))?;
         }
         if fresh && gateway_note.is_none() {
             layout.save(&dir)?;
         }
-        let client = tls.client(ClientConfig {
+        let client = ClientConfig {
             s3_endpoint: layout
                 .of(Kind::S3g)
                 .first()
@@ -269,7 +286,15 @@ impl Up {
                 .map(|n| n.client_addr())
                 .collect(),
             ..ClientConfig::default()
-        });
+        };
+        let client = if self.insecure {
+            ClientConfig {
+                insecure: true,
+                ..client
+            }
+        } else {
+            tls.client(client)
+        };
         let deadline = Instant::now() + timeout;
         let w = ready::Waiter::new(&client, deadline)?;
         if fresh {
