@@ -325,27 +325,26 @@ async fn poll(client: &Client, log: &DeletedLog, lost: &[u64]) -> Poll {
         .filter(|s| s.health != "DEAD")
         .map(|s| (s.datanode.id, s.datanode.container_addr))
         .collect();
-    // OPEN pipelines without a lost member: where OPEN containers may stay.
-    let usable: BTreeSet<u64> = match scm.list_pipelines(true).await {
-        Ok(l) => l
-            .into_iter()
-            .filter(|s| {
-                let lost_member = s.pipeline.members.iter().find(|m| lost.contains(&m.id));
-                if let Some(m) = lost_member {
-                    p.pending.push(format!(
-                        "pipeline {} still OPEN with datanode {} lost for good",
-                        s.pipeline.id, m.id
-                    ));
-                }
-                lost_member.is_none()
-            })
-            .map(|s| s.pipeline.id)
-            .collect(),
+    let pipelines = match scm.list_pipelines(true).await {
+        Ok(l) => l,
         Err(e) => {
             p.pending.push(format!("list pipelines: {e}"));
             return p;
         }
     };
+    // OPEN pipelines without a lost member: where OPEN containers may stay.
+    let mut usable = BTreeSet::new();
+    for s in &pipelines {
+        match s.pipeline.members.iter().find(|m| lost.contains(&m.id)) {
+            Some(m) => p.pending.push(format!(
+                "pipeline {} still OPEN with datanode {} lost for good",
+                s.pipeline.id, m.id
+            )),
+            None => {
+                usable.insert(s.pipeline.id);
+            }
+        }
+    }
     log.note(&list);
     let (deleting, deleted) = log.get();
     let by_id: BTreeMap<u64, &Container> = list.iter().map(|c| (c.id, c)).collect();

@@ -166,12 +166,7 @@ impl Executor {
             // containers CLOSING for good (RELIABILITY.md, finding 2).
             Err(_) => {
                 let store = self.store.clone();
-                let r = if force {
-                    blocking(move || store.force_close(cid)).await
-                } else {
-                    blocking(move || store.quasi_close(cid)).await
-                };
-                match r {
+                match blocking(move || store.close_locally(cid, force)).await {
                     // No replica here (a member the block never reached): nothing to close.
                     Err(e) if e.code == DnCode::ContainerNotFound => Ok(()),
                     r => r,

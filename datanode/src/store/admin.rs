@@ -104,20 +104,12 @@ impl ContainerStore {
         Ok(removed.len())
     }
 
-    /// Closes a replica without the pipeline (its pipeline is gone here): QUASI_CLOSED.
-    /// Its BCSID stays what this replica applied: the SCM compares it with the others'.
-    pub fn quasi_close(&self, cid: u64) -> Result<(), DnError> {
-        self.close_locally(cid, false)
-    }
-
-    /// Closes a QUASI_CLOSED replica to CLOSED: the SCM chose it as one of the replicas at
-    /// the highest BCSID a majority reached. An OPEN or CLOSING replica is only
-    /// quasi-closed (it has not been compared with the others yet; its next report is).
-    pub fn force_close(&self, cid: u64) -> Result<(), DnError> {
-        self.close_locally(cid, true)
-    }
-
-    fn close_locally(&self, cid: u64, force: bool) -> Result<(), DnError> {
+    /// Closes a replica without the pipeline (its pipeline is gone here): an OPEN or
+    /// CLOSING one becomes QUASI_CLOSED, its BCSID what this replica applied (the SCM
+    /// compares it with the others'). With `force` (the SCM chose this replica as one at
+    /// the highest BCSID a majority reached) a QUASI_CLOSED one becomes CLOSED; an OPEN or
+    /// CLOSING one is still only quasi-closed, as it has not been compared yet.
+    pub fn close_locally(&self, cid: u64, force: bool) -> Result<(), DnError> {
         let (vi, _) = self.live(cid)?;
         let mut g = lock(&self.meta);
         // Read again under the lock (a block deletion may have run since), and the blocks
