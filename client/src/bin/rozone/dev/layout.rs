@@ -3,11 +3,12 @@
 //! its `config.toml`, `data/` and `stderr.log`, `pids.json` while it runs, and the
 //! `client.toml` the CLI uses.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
+
+use super::ports::Picker;
 
 /// Which daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -74,14 +75,8 @@ pub struct Layout {
 impl Layout {
     /// A new layout with free ports for every daemon.
     pub fn fresh(scms: u64, oms: u64, datanodes: u64) -> anyhow::Result<Self> {
-        // Hold every listener until all ports are chosen, so none is handed out twice.
-        let mut held = Vec::new();
-        let mut port = || -> anyhow::Result<u16> {
-            let l = TcpListener::bind("127.0.0.1:0").context("find a free port")?;
-            let p = l.local_addr()?.port();
-            held.push(l);
-            Ok(p)
-        };
+        let mut picker = Picker::new()?;
+        let mut port = || picker.port();
         let mut nodes = Vec::new();
         for (kind, n) in [
             (Kind::Scm, scms),
@@ -108,14 +103,8 @@ impl Layout {
     /// Adds one S3 gateway (its S3 port as `client`) unless the layout has one: layouts
     /// written before the gateway existed get one on their next start. True if added.
     pub fn add_gateway(&mut self) -> anyhow::Result<bool> {
-        let mut held = Vec::new();
-        let mut port = || -> anyhow::Result<u16> {
-            let l = TcpListener::bind("127.0.0.1:0").context("find a free port")?;
-            let p = l.local_addr()?.port();
-            held.push(l);
-            Ok(p)
-        };
-        self.add_gateway_with(&mut port)
+        let mut picker = Picker::new()?;
+        self.add_gateway_with(&mut || picker.port())
     }
 
     fn add_gateway_with(

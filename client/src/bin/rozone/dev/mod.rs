@@ -8,6 +8,7 @@
 
 mod certs;
 mod layout;
+mod ports;
 mod procs;
 mod ready;
 mod set;
