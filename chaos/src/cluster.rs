@@ -1,7 +1,10 @@
 //! A cluster of real `rozone-scm`, `rozone-om` and `rozone-datanode` processes in a temp
 //! dir, plaintext (the suite looks for consistency defects, not TLS ones; mTLS would only
 //! slow the 2-core machine down). Every SCM and OM peer port sits behind a [`LinkProxy`],
-//! so single links can be cut; every process can be killed, restarted, paused, resumed.
+//! so single links can be cut; so does every SCM client port (everyone but the harness
+//! dials the SCMs through it), so a datanode can be cut from the SCM ring alone while it
+//! still serves clients and its pipelines. Every process can be killed, restarted, paused,
+//! resumed.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -59,6 +62,8 @@ pub struct Node {
     pub http_addr: String,
     pub config: PathBuf,
     pub proxy: Option<LinkProxy>,
+    /// An SCM's client-port proxy: the address OMs, datanodes and leader hints use.
+    pub client_proxy: Option<LinkProxy>,
     pub daemon: Option<Proc>,
     pub paused: bool,
     /// A datanode lost for good: killed, never started again, left out of every later
@@ -124,24 +129,29 @@ impl Cluster {
             }
         }
         let mut proxies = BTreeMap::new();
+        let mut client_proxies = BTreeMap::new();
         let mut peers: BTreeMap<Kind, String> = BTreeMap::new();
+        let mut scm_addrs = Vec::new();
         for (kind, id, client, peer, _, _) in &plan {
             if *kind == Kind::Datanode {
                 continue;
             }
             let target: SocketAddr = format!("127.0.0.1:{peer}").parse()?;
             let proxy = LinkProxy::start(target, Arc::clone(&owners))?;
+            let mut client_addr = format!("127.0.0.1:{client}");
+            if *kind == Kind::Scm {
+                let target: SocketAddr = client_addr.parse()?;
+                let p = LinkProxy::start(target, Arc::clone(&owners))?;
+                client_addr = p.addr().to_string();
+                scm_addrs.push(client_addr.clone());
+                client_proxies.insert(*id, p);
+            }
             peers.entry(*kind).or_default().push_str(&format!(
-                "[[peers]]\nid = {id}\npeer_addr = \"{}\"\nclient_addr = \"127.0.0.1:{client}\"\n",
+                "[[peers]]\nid = {id}\npeer_addr = \"{}\"\nclient_addr = \"{client_addr}\"\n",
                 proxy.addr()
             ));
             proxies.insert((*kind, *id), proxy);
         }
-        let scm_addrs: Vec<String> = plan
-            .iter()
-            .filter(|n| n.0 == Kind::Scm)
-            .map(|n| format!("127.0.0.1:{}", n.2))
-            .collect();
         for (kind, id, client, peer, extra, http) in plan {
             let name = format!("{}{id}", kind.prefix());
             let data = dir.join(&name);
@@ -180,6 +190,11 @@ impl Cluster {
                     http_addr: format!("127.0.0.1:{http}"),
                     config,
                     proxy: proxies.remove(&(kind, id)),
+                    client_proxy: if kind == Kind::Scm {
+                        client_proxies.remove(&id)
+                    } else {
+                        None
+                    },
                     daemon: None,
                     paused: false,
                     lost: false,
@@ -367,10 +382,22 @@ impl Cluster {
         Ok(())
     }
 
+    /// Cuts `datanode` from every SCM (its heartbeats, reports and commands) and from
+    /// nothing else: clients, pipeline peers and replication still reach it.
+    pub fn cut_from_scm(&self, datanode: &str) -> anyhow::Result<()> {
+        self.node(datanode)?;
+        for n in self.nodes.values() {
+            if let Some(p) = &n.client_proxy {
+                p.block(datanode);
+            }
+        }
+        Ok(())
+    }
+
     /// Heals every link and resumes every paused process.
     pub fn heal_all(&mut self) -> anyhow::Result<()> {
         for n in self.nodes.values() {
-            if let Some(p) = &n.proxy {
+            for p in [&n.proxy, &n.client_proxy].into_iter().flatten() {
                 p.heal();
             }
         }

@@ -23,7 +23,10 @@ pub enum FaultKind {
     Kill,
     /// SIGSTOP for the hold (longer than the election timeout), then SIGCONT.
     Pause,
-    /// Every link into and out of the target cut (the ring splits 2/1).
+    /// Every link into and out of the target cut (the ring splits 2/1). On a datanode (the
+    /// three network kinds alike): its links to the SCM ring cut and no other, for 4× the
+    /// drawn hold (6–16 s), long enough for the SCM to find it STALE and often DEAD while
+    /// it still serves clients and its pipelines.
     Isolate,
     /// Only the links into the target cut: it still reaches the others, they not it.
     CutInbound,
@@ -135,9 +138,15 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
         let ring = match (kind, roll) {
             (FaultKind::DiskError | FaultKind::DiskFull, _) => Kind::Datanode,
             (_, 0..6) => Kind::Om,
-            (FaultKind::Kill | FaultKind::Pause | FaultKind::Replace, 9) if datanodes => {
-                Kind::Datanode
-            }
+            (
+                FaultKind::Kill
+                | FaultKind::Pause
+                | FaultKind::Replace
+                | FaultKind::Isolate
+                | FaultKind::CutInbound
+                | FaultKind::CutOutbound,
+                9,
+            ) if datanodes => Kind::Datanode,
             _ => Kind::Scm,
         };
         let target = if rng.random_bool(0.6) {
@@ -149,6 +158,12 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
             FaultKind::Transfer | FaultKind::Replace => Duration::ZERO,
             _ => Duration::from_millis(rng.random_range(1500..4000)),
         };
+        // Scaled, not drawn anew: every seed keeps the schedule it had before this fault.
+        let hold = if ring == Kind::Datanode && is_network(kind) {
+            hold * 4
+        } else {
+            hold
+        };
         out.push(Fault {
             at,
             kind,
@@ -159,6 +174,14 @@ pub fn schedule(seed: u64, duration: Duration, families: Families, datanodes: bo
         at += hold + Duration::from_millis(rng.random_range(1000..3000));
     }
     out
+}
+
+/// A network fault (on a datanode: cut from the SCM ring).
+pub fn is_network(kind: FaultKind) -> bool {
+    matches!(
+        kind,
+        FaultKind::Isolate | FaultKind::CutInbound | FaultKind::CutOutbound
+    )
 }
 
 #[cfg(test)]
@@ -201,5 +224,27 @@ mod tests {
         eprintln!("seeds 0..100 that lose a datanode in 30 s: {seeds:?}");
         assert!(!seeds.is_empty());
         assert!((0..100).all(|s| !loses(s, false)));
+    }
+
+    /// Some seeds cut a datanode from the SCM ring, for longer than the harness's 4 s
+    /// STALE bound; none does without datanodes.
+    #[test]
+    fn some_seeds_cut_a_datanode_from_the_scm() {
+        let all = Families::parse("all").unwrap();
+        let d = Duration::from_secs(30);
+        let cuts = |seed, dns| {
+            schedule(seed, d, all, dns)
+                .iter()
+                .filter(|f| f.ring == Kind::Datanode && is_network(f.kind))
+                .map(|f| f.hold)
+                .collect::<Vec<_>>()
+        };
+        let seeds: Vec<u64> = (0..100).filter(|s| !cuts(*s, true).is_empty()).collect();
+        eprintln!("seeds 0..100 that cut a datanode from the SCM in 30 s: {seeds:?}");
+        assert!(!seeds.is_empty());
+        for s in &seeds {
+            assert!(cuts(*s, true).iter().all(|h| *h >= Duration::from_secs(6)));
+        }
+        assert!((0..100).all(|s| cuts(s, false).is_empty()));
     }
 }

@@ -380,6 +380,17 @@ async fn inject(
             tokio::time::sleep(f.hold).await;
             lock(cluster).signal(&name, "CONT")?;
         }
+        FaultKind::Isolate | FaultKind::CutInbound | FaultKind::CutOutbound
+            if f.ring == Kind::Datanode =>
+        {
+            lock(cluster).cut_from_scm(&name)?;
+            tokio::time::sleep(f.hold).await;
+            lock(cluster).heal_all()?;
+            return Ok(format!(
+                "CutFromScm {name} for {:.1}s",
+                f.hold.as_secs_f64()
+            ));
+        }
         FaultKind::Isolate | FaultKind::CutInbound | FaultKind::CutOutbound => {
             {
                 let c = lock(cluster);

@@ -63,12 +63,18 @@ impl ScmNode {
     pub async fn create_pipelines(&self) -> Result<Vec<u64>, ScmError> {
         let _alloc = self.alloc.lock().await;
         let pipelines = read::pipelines(&self.group.db())?;
-        let open: Vec<&PipelineInfo> = pipelines
-            .iter()
-            .filter(|p| p.state == PipelineState::Open)
-            .collect();
         let plan = {
             let m = self.lead()?;
+            // Only pipelines that can take blocks count against their members' limit: one
+            // with a full member takes none, and counting it left no room for a pipeline
+            // without that member, so writes stopped until the member had room again. The
+            // limit is a placement target: once the member has room, its members are in
+            // one pipeline more than it for a while.
+            let open: Vec<&PipelineInfo> = pipelines
+                .iter()
+                .filter(|p| p.state == PipelineState::Open)
+                .filter(|p| p.members.iter().all(|d| m.nodes.accepts_data(*d)))
+                .collect();
             let mut load: BTreeMap<u64, usize> = m
                 .nodes
                 .placeable_ids()
@@ -161,8 +167,9 @@ impl ScmNode {
         Ok(())
     }
 
-    /// Closes open pipelines with a DEAD member, a member whose every volume failed, or a
-    /// member this leader has not heard of for `datanode_dead_after` since it took over.
+    /// Closes open pipelines with a STALE or DEAD member, a member whose every volume
+    /// failed, or a member this leader has not heard of for `datanode_dead_after` since it
+    /// took over.
     pub async fn close_failed_pipelines(&self) -> Result<(), ScmError> {
         let pipelines = read::pipelines(&self.group.db())?;
         let failed: Vec<(u64, u64, &str)> = {
@@ -174,6 +181,11 @@ impl ScmNode {
                 .filter_map(|p| {
                     p.members.iter().find_map(|d| match m.nodes.health(*d) {
                         Some(NodeHealth::Dead) => Some((p.id, *d, "is dead")),
+                        // As Ozone's stale-node handler does: a pipeline with a STALE member
+                        // takes no blocks, yet while OPEN it counts against its healthy
+                        // members' pipeline limit, so no pipeline without the silent member
+                        // could be made and writes stopped until it was declared DEAD.
+                        Some(NodeHealth::Stale) => Some((p.id, *d, "is stale")),
                         Some(_) if m.nodes.all_volumes_failed(*d) => {
                             Some((p.id, *d, "has no working volume"))
                         }

@@ -1,0 +1,191 @@
+//! A datanode that cannot take blocks (STALE, or every volume full) must not hold up the
+//! others: the SCM makes a pipeline of the datanodes still usable and writes go on.
+//!
+//! Found by the chaos suite (seed 22). With four datanodes and two pipelines per datanode,
+//! both pipelines held datanode 1. While it took no blocks they stayed OPEN and filled the
+//! other members' pipeline limit, so no pipeline of the three usable ones could be made:
+//! - cut from the SCM ring for 8.5 s, the datanode went STALE and every key write failed for
+//!   the 4.5 s until the cut healed (it would have lasted until DEAD);
+//! - with its disk full, writes failed for about 2.5 s, until its pipelines closed over
+//!   failed writes.
+//!
+//! Against the SCM before the fix (commit 124e254) both tests fail: "timed out waiting for a
+//! block on a pipeline without the STALE datanode 1" and "... without the full datanode 1".
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use common::*;
+use rozone_proto::scm as pb;
+use rozone_proto::scm::scm_command::Command;
+
+fn alloc() -> pb::AllocateBlockRequest {
+    pb::AllocateBlockRequest {
+        size: 0,
+        count: 1,
+        owner: "om1".into(),
+        ..Default::default()
+    }
+}
+
+async fn health_of(c: &mut Clients, id: u64) -> i32 {
+    c.admin
+        .list_datanodes(pb::ListDatanodesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .datanodes
+        .into_iter()
+        .find(|d| d.datanode.as_ref().is_some_and(|d| d.id == id))
+        .map(|d| d.health)
+        .unwrap_or(-1)
+}
+
+fn members(b: &pb::AllocatedBlock) -> BTreeSet<u64> {
+    b.pipeline
+        .as_ref()
+        .map(|p| p.members.iter().map(|m| m.id).collect())
+        .unwrap_or_default()
+}
+
+async fn open_pipelines(c: &mut Clients) -> Vec<BTreeSet<u64>> {
+    c.admin
+        .list_pipelines(pb::ListPipelinesRequest { state: None })
+        .await
+        .unwrap()
+        .into_inner()
+        .pipelines
+        .into_iter()
+        .filter_map(|p| p.pipeline)
+        .filter(|p| p.state == pb::PipelineState::PipelineOpen as i32)
+        .map(|p| p.members.iter().map(|m| m.id).collect())
+        .collect()
+}
+
+/// An SCM with four registered datanodes and its two pipelines, {1,2,3} and {1,2,4} (two
+/// per datanode): datanode 1 is in both.
+async fn four_datanodes(
+    dir: &std::path::Path,
+) -> (rozone_scm::server::ScmServer, Clients, Vec<FakeDn>) {
+    let scm = start_scm(dir, |c| {
+        c.scm.safe_mode_min_datanodes = 4;
+        c.scm.max_pipelines_per_datanode = 2;
+        c.scm.datanode_stale_after = Duration::from_millis(800);
+        // Never DEAD within a test: what is checked happens before.
+        c.scm.datanode_dead_after = Duration::from_secs(600);
+    })
+    .await;
+    let mut c = clients(&scm).await;
+    let mut dns: Vec<FakeDn> = (1..=4).map(|i| FakeDn::new(i, &c)).collect();
+    for d in &mut dns {
+        d.register(vec![]).await;
+    }
+    eventually!("a first block", {
+        for d in dns.iter_mut() {
+            d.beat().await;
+        }
+        c.block.allocate_block(alloc()).await.ok()
+    });
+    let before = open_pipelines(&mut c).await;
+    assert!(
+        before.len() == 2 && before.iter().all(|p| p.contains(&1)),
+        "{before:?}"
+    );
+    (scm, c, dns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stale_members_pipelines_close_and_writes_go_on_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scm, mut c, mut dns) = four_datanodes(dir.path()).await;
+
+    // Datanode 1 goes silent; the others keep beating. A block on a pipeline of 2, 3 and 4
+    // must come while datanode 1 is STALE, not DEAD.
+    let (silent, rest) = dns.split_at_mut(1);
+    let block = eventually!("a block on a pipeline without the STALE datanode 1", {
+        for d in rest.iter_mut() {
+            d.beat().await;
+        }
+        match c.block.allocate_block(alloc()).await {
+            Ok(r) => r
+                .into_inner()
+                .blocks
+                .into_iter()
+                .find(|b| !members(b).contains(&1)),
+            Err(_) => None,
+        }
+    });
+    assert_eq!(members(&block), BTreeSet::from([2, 3, 4]));
+    assert_eq!(
+        health_of(&mut c, 1).await,
+        pb::NodeHealth::NodeStale as i32,
+        "datanode 1 is STALE, not DEAD"
+    );
+    // The pipelines it was in are closed, and their other members told so.
+    let after = open_pipelines(&mut c).await;
+    assert!(after.iter().all(|p| !p.contains(&1)), "{after:?}");
+    eventually!("datanode 2 told to close both pipelines of datanode 1", {
+        rest[0].beat().await;
+        (rest[0]
+            .got(|c| matches!(c, Command::ClosePipeline(_)))
+            .len()
+            >= 2)
+            .then_some(())
+    });
+
+    // Heard again, datanode 1 is HEALTHY and learns its pipelines were closed.
+    let d1 = &mut silent[0];
+    eventually!("datanode 1 told to close its pipelines", {
+        d1.beat().await;
+        (d1.got(|c| matches!(c, Command::ClosePipeline(_))).len() >= 2).then_some(())
+    });
+    assert_eq!(
+        health_of(&mut c, 1).await,
+        pb::NodeHealth::NodeHealthy as i32
+    );
+    scm.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_members_pipelines_leave_room_for_one_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scm, mut c, mut dns) = four_datanodes(dir.path()).await;
+    // Datanode 1 reports its only volume full; everyone keeps beating.
+    let block = eventually!("a block on a pipeline without the full datanode 1", {
+        dns[0].beat_storage(vec![volume(false, 0)], vec![]).await;
+        for d in dns[1..].iter_mut() {
+            d.beat().await;
+        }
+        match c.block.allocate_block(alloc()).await {
+            Ok(r) => r
+                .into_inner()
+                .blocks
+                .into_iter()
+                .find(|b| !members(b).contains(&1)),
+            Err(_) => None,
+        }
+    });
+    assert_eq!(members(&block), BTreeSet::from([2, 3, 4]));
+    // Its pipelines stay open (full is not failed): it takes blocks again once it has room.
+    let open = open_pipelines(&mut c).await;
+    assert_eq!(open.len(), 3, "{open:?}");
+    eventually!("a block on a pipeline with datanode 1 again", {
+        dns[0]
+            .beat_storage(vec![volume(false, 1 << 35)], vec![])
+            .await;
+        for d in dns[1..].iter_mut() {
+            d.beat().await;
+        }
+        match c.block.allocate_block(alloc()).await {
+            Ok(r) => r
+                .into_inner()
+                .blocks
+                .into_iter()
+                .find(|b| members(b).contains(&1)),
+            Err(_) => None,
+        }
+    });
+    scm.stop().await;
+}
