@@ -51,13 +51,41 @@ where
     Fut: Future<Output = Result<(), E>> + Send,
     E: std::fmt::Display,
 {
+    drive_until(name, clients, Until::Elapsed(duration), bytes_per_op, op).await
+}
+
+/// When a run ends.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// After this long (an operation running then still finishes).
+    Elapsed(Duration),
+    /// After this many operations, started across all clients.
+    Count(u64),
+}
+
+/// [`drive`], ending at `until`.
+pub async fn drive_until<F, Fut, E>(
+    name: &str,
+    clients: usize,
+    until: Until,
+    bytes_per_op: u64,
+    op: F,
+) -> anyhow::Result<Report>
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), E>> + Send,
+    E: std::fmt::Display,
+{
     let clients = clients.max(1);
     let op = Arc::new(op);
     let next = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(Mutex::new(None::<String>));
     let started = Instant::now();
-    let end = started + duration;
+    let more = move |i: u64| match until {
+        Until::Elapsed(d) => started.elapsed() < d,
+        Until::Count(n) => i < n,
+    };
     let mut tasks = Vec::with_capacity(clients);
     for _ in 0..clients {
         let (op, next, errors, first_error) = (
@@ -68,8 +96,11 @@ where
         );
         tasks.push(tokio::spawn(async move {
             let mut h = histogram();
-            while Instant::now() < end {
+            loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
+                if !more(i) {
+                    break;
+                }
                 let t = Instant::now();
                 match op(i).await {
                     Ok(()) => {
