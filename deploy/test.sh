@@ -5,7 +5,9 @@
 #   2. docs/config/*.md match the binaries' --print-sample-config (deploy/gen-config-docs.sh --check);
 #   3. the systemd units verify and Type=notify works (deploy/systemd/verify.sh);
 #   4. the compose cluster test (deploy/docker/test-compose.sh; SKIPPED without a Docker engine).
-# Builds the binaries first (cargo build --workspace --bins; a no-op when up to date).
+# Builds the binaries first (cargo build --workspace --all-targets: a no-op after the tests;
+# `--bins` alone would leave out the tests' dev-dependency features, `failpoints` among them,
+# and so rebuild every daemon crate here and again in the next test run).
 # Extra arguments go to test-compose.sh (e.g. --scm-only).
 set -euo pipefail
 
@@ -18,7 +20,7 @@ fail() {
     exit 1
 }
 
-(cd "$repo" && cargo build --workspace --bins --quiet) || fail "cargo build --workspace --bins"
+(cd "$repo" && cargo build --workspace --all-targets --quiet) || fail "cargo build --workspace --all-targets"
 
 # config_check DAEMON FILE [NODE_ID]: FILE is a valid config for rozone-DAEMON.
 config_check() {

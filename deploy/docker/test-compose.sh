@@ -201,9 +201,11 @@ leader_service() {
 if $build; then
     step "build $profile binaries and the image $image (FROM scratch, no registry)"
     export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}
-    cargo_args=(build --workspace --bins --quiet) bin_dir=$CARGO_TARGET_DIR/debug
+    # Dev binaries: the test build's (--all-targets, a no-op after the tests; --bins alone
+    # drops the tests' `failpoints` feature and rebuilds every daemon crate).
+    cargo_args=(build --workspace --all-targets --quiet) bin_dir=$CARGO_TARGET_DIR/debug
     if [ "$profile" = release ]; then
-        cargo_args+=(--release) bin_dir=$CARGO_TARGET_DIR/release
+        cargo_args=(build --workspace --bins --quiet --release) bin_dir=$CARGO_TARGET_DIR/release
     fi
     if command -v cargo >/dev/null 2>&1; then
         (cd "$root" && cargo "${cargo_args[@]}") || fail "cargo ${cargo_args[*]}"
