@@ -50,7 +50,8 @@ fn members(b: &pb::AllocatedBlock) -> BTreeSet<u64> {
         .unwrap_or_default()
 }
 
-async fn open_pipelines(c: &mut Clients) -> Vec<BTreeSet<u64>> {
+/// Every pipeline the SCM lists.
+async fn pipelines(c: &mut Clients) -> Vec<pb::Pipeline> {
     c.admin
         .list_pipelines(pb::ListPipelinesRequest { state: None })
         .await
@@ -59,9 +60,25 @@ async fn open_pipelines(c: &mut Clients) -> Vec<BTreeSet<u64>> {
         .pipelines
         .into_iter()
         .filter_map(|p| p.pipeline)
+        .collect()
+}
+
+async fn open_pipelines(c: &mut Clients) -> Vec<BTreeSet<u64>> {
+    pipelines(c)
+        .await
+        .into_iter()
         .filter(|p| p.state == pb::PipelineState::PipelineOpen as i32)
         .map(|p| p.members.iter().map(|m| m.id).collect())
         .collect()
+}
+
+/// One block allocated now that satisfies `f`, if the SCM hands one out.
+async fn block_where(
+    c: &mut Clients,
+    f: impl Fn(&pb::AllocatedBlock) -> bool,
+) -> Option<pb::AllocatedBlock> {
+    let r = c.block.allocate_block(alloc()).await.ok()?;
+    r.into_inner().blocks.into_iter().find(|b| f(b))
 }
 
 /// An SCM with four registered datanodes and its two pipelines, {1,2,3} and {1,2,4} (two
@@ -108,14 +125,7 @@ async fn a_stale_members_pipelines_close_and_writes_go_on_without_it() {
         for d in rest.iter_mut() {
             d.beat().await;
         }
-        match c.block.allocate_block(alloc()).await {
-            Ok(r) => r
-                .into_inner()
-                .blocks
-                .into_iter()
-                .find(|b| !members(b).contains(&1)),
-            Err(_) => None,
-        }
+        block_where(&mut c, |b| !members(b).contains(&1)).await
     });
     assert_eq!(members(&block), BTreeSet::from([2, 3, 4]));
     assert_eq!(
@@ -158,14 +168,7 @@ async fn a_full_members_pipelines_leave_room_for_one_without_it() {
         for d in dns[1..].iter_mut() {
             d.beat().await;
         }
-        match c.block.allocate_block(alloc()).await {
-            Ok(r) => r
-                .into_inner()
-                .blocks
-                .into_iter()
-                .find(|b| !members(b).contains(&1)),
-            Err(_) => None,
-        }
+        block_where(&mut c, |b| !members(b).contains(&1)).await
     });
     assert_eq!(members(&block), BTreeSet::from([2, 3, 4]));
     // Its pipelines stay open (full is not failed): it takes blocks again once it has room.
@@ -178,14 +181,7 @@ async fn a_full_members_pipelines_leave_room_for_one_without_it() {
         for d in dns[1..].iter_mut() {
             d.beat().await;
         }
-        match c.block.allocate_block(alloc()).await {
-            Ok(r) => r
-                .into_inner()
-                .blocks
-                .into_iter()
-                .find(|b| members(b).contains(&1)),
-            Err(_) => None,
-        }
+        block_where(&mut c, |b| members(b).contains(&1)).await
     });
     scm.stop().await;
 }
@@ -201,16 +197,9 @@ async fn a_pipeline_a_member_closes_is_replaced_in_the_same_reply() {
     let dir = tempfile::tempdir().unwrap();
     let (scm, mut c, mut dns) = four_datanodes(dir.path()).await;
     // Both pipelines hold datanode 1; the one with datanode 3 is {1,2,3}.
-    let pipelines = c
-        .admin
-        .list_pipelines(pb::ListPipelinesRequest { state: None })
+    let id = pipelines(&mut c)
         .await
-        .unwrap()
-        .into_inner()
-        .pipelines;
-    let id = pipelines
         .iter()
-        .filter_map(|p| p.pipeline.as_ref())
         .find(|p| p.members.iter().any(|m| m.id == 3))
         .map(|p| p.id)
         .expect("a pipeline with datanode 3");
@@ -248,14 +237,10 @@ async fn a_pipeline_a_member_closes_is_replaced_in_the_same_reply() {
         for d in dns.iter_mut() {
             d.beat().await;
         }
-        match c.block.allocate_block(alloc()).await {
-            Ok(r) => r
-                .into_inner()
-                .blocks
-                .into_iter()
-                .find(|b| b.pipeline.as_ref().is_some_and(|p| created.contains(&p.id))),
-            Err(_) => None,
-        }
+        block_where(&mut c, |b| {
+            b.pipeline.as_ref().is_some_and(|p| created.contains(&p.id))
+        })
+        .await
     });
     scm.stop().await;
 }
