@@ -60,7 +60,7 @@ impl ScmNode {
         if let Err(e) = self.rotate_secret_keys().await {
             tracing::warn!(error = %e, "block-token key rotation failed");
         }
-        let (term, healthy, reports_complete, changed) = {
+        let (term, reports_complete, changed) = {
             let mut m = self.lead()?;
             let now = Instant::now();
             let mut changed = Vec::new();
@@ -81,12 +81,7 @@ impl ScmNode {
                     });
                 }
             }
-            (
-                m.term,
-                m.nodes.healthy_ids().len(),
-                m.nodes.all_healthy_confirmed(),
-                changed,
-            )
+            (m.term, m.nodes.all_healthy_confirmed(), changed)
         };
         // The ring learns each health change before its consequences (a pipeline closed
         // for a DEAD member), so a next leader never takes such a member for healthy.
@@ -94,9 +89,7 @@ impl ScmNode {
             self.record_datanode(r).await?;
         }
         self.close_failed_pipelines().await?;
-        if healthy >= crate::state::types::PIPELINE_MEMBERS {
-            self.create_pipelines().await?;
-        }
+        self.create_pipelines().await?;
         let (eval, _) = self.safe_mode_eval()?;
         let leave = {
             let mut m = self.lead()?;

@@ -59,8 +59,12 @@ pub fn plan_pipelines(
 }
 
 impl ScmNode {
-    /// Opens as many pipelines as the healthy datanodes allow.
+    /// Opens as many pipelines as the healthy datanodes allow; with fewer than
+    /// [`PIPELINE_MEMBERS`] healthy, none, without reading the pipelines.
     pub async fn create_pipelines(&self) -> Result<Vec<u64>, ScmError> {
+        if self.lead()?.nodes.healthy_ids().len() < PIPELINE_MEMBERS {
+            return Ok(Vec::new());
+        }
         let _alloc = self.alloc.lock().await;
         let pipelines = read::pipelines(&self.group.db())?;
         let plan = {

@@ -138,9 +138,7 @@ impl ScmNode {
         // The replacement at once, not at the next background pass (up to a second later,
         // a second of refused writes): the reporting datanode gets its create command in
         // this very reply, the others with their next heartbeat.
-        if !b.close_pipelines.is_empty()
-            && self.lead()?.nodes.healthy_ids().len() >= crate::state::types::PIPELINE_MEMBERS
-        {
+        if !b.close_pipelines.is_empty() {
             self.create_pipelines().await?;
         }
         self.check_reported_pipelines(b.dn, &b.pipelines)?;
