@@ -144,7 +144,7 @@ impl Cluster {
                 let p = LinkProxy::start(target, Arc::clone(&owners))?;
                 client_addr = p.addr().to_string();
                 scm_addrs.push(client_addr.clone());
-                client_proxies.insert(*id, p);
+                client_proxies.insert((*kind, *id), p);
             }
             peers.entry(*kind).or_default().push_str(&format!(
                 "[[peers]]\nid = {id}\npeer_addr = \"{}\"\nclient_addr = \"{client_addr}\"\n",
@@ -190,11 +190,7 @@ impl Cluster {
                     http_addr: format!("127.0.0.1:{http}"),
                     config,
                     proxy: proxies.remove(&(kind, id)),
-                    client_proxy: if kind == Kind::Scm {
-                        client_proxies.remove(&id)
-                    } else {
-                        None
-                    },
+                    client_proxy: client_proxies.remove(&(kind, id)),
                     daemon: None,
                     paused: false,
                     lost: false,

@@ -380,9 +380,7 @@ async fn inject(
             tokio::time::sleep(f.hold).await;
             lock(cluster).signal(&name, "CONT")?;
         }
-        FaultKind::Isolate | FaultKind::CutInbound | FaultKind::CutOutbound
-            if f.ring == Kind::Datanode =>
-        {
+        kind if faults::is_network(kind) && f.ring == Kind::Datanode => {
             lock(cluster).cut_from_scm(&name)?;
             tokio::time::sleep(f.hold).await;
             lock(cluster).heal_all()?;

@@ -29,7 +29,6 @@ const RESERVED_FOR: Duration = Duration::from_secs(15 * 60);
 /// layout never gets the same port twice.
 pub struct Picker {
     dir: PathBuf,
-    first: u16,
     span: u16,
     next: u16,
     held: Vec<TcpListener>,
@@ -55,7 +54,6 @@ impl Picker {
         let next = (seed.wrapping_mul(0x9e37_79b9) % u128::from(span)) as u16;
         Ok(Self {
             dir,
-            first: FIRST,
             span,
             next,
             held: Vec::new(),
@@ -65,7 +63,7 @@ impl Picker {
     /// A port on 127.0.0.1 that is free now and reserved by no other `dev up`.
     pub fn port(&mut self) -> anyhow::Result<u16> {
         for _ in 0..self.span {
-            let port = self.first + self.next;
+            let port = FIRST + self.next;
             self.next = (self.next + 1) % self.span;
             if !self.reserve(port) {
                 continue;
@@ -75,11 +73,7 @@ impl Picker {
                 return Ok(port);
             }
         }
-        bail!(
-            "no free port in 127.0.0.1:{}..{}",
-            self.first,
-            self.first + self.span
-        )
+        bail!("no free port in 127.0.0.1:{FIRST}..{}", FIRST + self.span)
     }
 
     /// Claims `port`'s reservation file, taking over one older than [`RESERVED_FOR`].
