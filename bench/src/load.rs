@@ -169,6 +169,73 @@ pub fn report(
     }
 }
 
+/// A number that differs from run to run (seconds since the epoch, modulo a million), so
+/// the keys or objects of one run never collide with an earlier run's.
+pub fn run_id() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() % 1_000_000)
+        .unwrap_or(0)
+}
+
+/// Prints the outcome of a run as `tool` (the report as one JSON object with `json`, else
+/// a table; an error on stderr) and gives the exit code: failure when the run failed or no
+/// operation succeeded.
+pub fn finish(tool: &str, outcome: anyhow::Result<Report>, json: bool) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let r = match outcome {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{tool}: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if json {
+        match serde_json::to_string_pretty(&r) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("{tool}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        println!(
+            "{:<22} {:>7} {:>9} {:>6} {:>7} {:>10} {:>9} {:>8} {:>8} {:>8}",
+            "bench",
+            "clients",
+            "ops",
+            "errors",
+            "seconds",
+            "ops/s",
+            "MiB/s",
+            "p50 ms",
+            "p99 ms",
+            "p999 ms"
+        );
+        println!(
+            "{:<22} {:>7} {:>9} {:>6} {:>7.2} {:>10.1} {:>9.1} {:>8.2} {:>8.2} {:>8.2}",
+            r.bench,
+            r.concurrency,
+            r.count,
+            r.errors,
+            r.seconds,
+            r.ops_per_sec,
+            r.mib_per_sec,
+            r.p50_ms,
+            r.p99_ms,
+            r.p999_ms
+        );
+        if let Some(e) = &r.first_error {
+            println!("first error: {e}");
+        }
+    }
+    if r.count == 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, ValueEnum};
 use rozone_bench::etcd::kv_client::KvClient;
 use rozone_bench::etcd::{PutRequest, RangeRequest};
-use rozone_bench::load::{drive, Report};
+use rozone_bench::load::{drive, finish, run_id, Report};
 use tonic::transport::{Channel, Endpoint};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -78,23 +78,7 @@ const MAX_SIZE: usize = 1 << 20;
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args).await {
-        Ok(report) => {
-            if let Err(e) = print(&report, args.json) {
-                eprintln!("rozone-etcd-load: {e:#}");
-                return ExitCode::FAILURE;
-            }
-            if report.count == 0 {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Err(e) => {
-            eprintln!("rozone-etcd-load: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    finish("rozone-etcd-load", run(&args).await, args.json)
 }
 
 async fn connect(url: &str) -> anyhow::Result<KvClient<Channel>> {
@@ -131,10 +115,7 @@ async fn run(args: &Args) -> anyhow::Result<Report> {
         bail!("no --endpoints given");
     }
     let clients = Arc::new(clients);
-    let run_id = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() % 1_000_000)
-        .unwrap_or(0);
+    let run_id = run_id();
     let value: Arc<[u8]> = (0..args.value_size)
         .map(|i| (i as u8).wrapping_mul(31))
         .collect();
@@ -183,31 +164,4 @@ async fn run(args: &Args) -> anyhow::Result<Report> {
         }
     })
     .await
-}
-
-fn print(r: &Report, json: bool) -> anyhow::Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-        return Ok(());
-    }
-    println!(
-        "{:<22} {:>7} {:>9} {:>6} {:>7} {:>10} {:>8} {:>8} {:>8}",
-        "bench", "clients", "ops", "errors", "seconds", "ops/s", "p50 ms", "p99 ms", "p999 ms"
-    );
-    println!(
-        "{:<22} {:>7} {:>9} {:>6} {:>7.2} {:>10.1} {:>8.2} {:>8.2} {:>8.2}",
-        r.bench,
-        r.concurrency,
-        r.count,
-        r.errors,
-        r.seconds,
-        r.ops_per_sec,
-        r.p50_ms,
-        r.p99_ms,
-        r.p999_ms
-    );
-    if let Some(e) = &r.first_error {
-        println!("first error: {e}");
-    }
-    Ok(())
 }

@@ -22,7 +22,7 @@ use anyhow::{bail, Context};
 use aws_sdk_s3::config::{Credentials, Region, RequestChecksumCalculation};
 use aws_sdk_s3::primitives::ByteStream;
 use clap::{Parser, Subcommand};
-use rozone_bench::load::{drive_until, Report, Until};
+use rozone_bench::load::{drive_until, finish, run_id, Report, Until};
 
 /// S3 PUT/GET load that reports like `rozone bench`.
 #[derive(Debug, Parser)]
@@ -95,20 +95,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    match run(&args).await {
-        Ok(report) => {
-            print(&report, args.json);
-            if report.count == 0 {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Err(e) => {
-            eprintln!("rozone-s3-load: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    finish("rozone-s3-load", run(&args).await, args.json)
 }
 
 fn client(args: &Args) -> aws_sdk_s3::Client {
@@ -159,10 +146,7 @@ async fn run(args: &Args) -> anyhow::Result<Report> {
                     .map(|i| ((i as u64).wrapping_mul(2_654_435_761) >> 13) as u8)
                     .collect::<Vec<u8>>(),
             );
-            let run_id = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs() % 1_000_000)
-                .unwrap_or(0);
+            let run_id = run_id();
             let prefix = args.prefix.clone();
             drive_until("s3-put", args.clients, until, size, move |i| {
                 let (s3, bucket, data) = (s3.clone(), bucket.clone(), data.clone());
@@ -247,35 +231,6 @@ async fn list(
         if token.is_none() {
             return Ok(out);
         }
-    }
-}
-
-fn print(r: &Report, json: bool) {
-    if json {
-        match serde_json::to_string_pretty(r) {
-            Ok(s) => println!("{s}"),
-            Err(e) => eprintln!("rozone-s3-load: {e}"),
-        }
-        return;
-    }
-    println!(
-        "{:<8} {:>7} {:>7} {:>6} {:>7} {:>9} {:>9} {:>8} {:>8}",
-        "bench", "clients", "ops", "errors", "seconds", "ops/s", "MiB/s", "p50 ms", "p99 ms"
-    );
-    println!(
-        "{:<8} {:>7} {:>7} {:>6} {:>7.2} {:>9.1} {:>9.1} {:>8.2} {:>8.2}",
-        r.bench,
-        r.concurrency,
-        r.count,
-        r.errors,
-        r.seconds,
-        r.ops_per_sec,
-        r.mib_per_sec,
-        r.p50_ms,
-        r.p99_ms
-    );
-    if let Some(e) = &r.first_error {
-        println!("first error: {e}");
     }
 }
 
