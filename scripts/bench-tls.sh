@@ -14,68 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=3 duration=10 json=false keep=false quick=false bin=
-while [ $# -gt 0 ]; do
-    case $1 in
-    --runs) runs=${2:?--runs needs a number}; shift 2 ;;
-    --duration) duration=${2:?--duration needs seconds}; shift 2 ;;
-    --bin-dir) bin=${2:?--bin-dir needs a directory}; shift 2 ;;
-    --quick) quick=true; shift ;;
-    --json) json=true; shift ;;
-    --keep) keep=true; shift ;;
-    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "bench-tls: unknown argument $1 (see --help)" >&2; exit 2 ;;
-    esac
-done
-if $quick; then
-    runs=1 duration=3
-fi
-case $runs in '' | *[!0-9]* | 0) echo "bench-tls: --runs wants a positive number" >&2; exit 2 ;; esac
-case $duration in '' | *[!0-9]* | 0) echo "bench-tls: --duration wants whole seconds" >&2; exit 2 ;; esac
+tool=bench-tls help_lines=2,14p
+bins=(rozone rozone-scm rozone-om rozone-datanode)
+# shellcheck source=scripts/bench-common.sh
+. scripts/bench-common.sh "$@"
 
-say() { printf '== [%4ss] %s\n' "$SECONDS" "$*" >&2; }
-die() {
-    echo "bench-tls: $*" >&2
-    exit 1
-}
-command -v jq >/dev/null || die "jq is missing: apt-get install jq"
-
-export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}
-export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/rozone/ccache}
-if [ -z "$bin" ]; then
-    bin=$CARGO_TARGET_DIR/release
-    command -v ccache >/dev/null && export CC="ccache gcc" CXX="ccache g++"
-    say "cargo build --release --workspace --bins"
-    cargo build --release --workspace --bins >&2
-fi
-bin=$(cd "$bin" && pwd)
-for b in rozone rozone-scm rozone-om rozone-datanode; do
-    [ -x "$bin/$b" ] || die "missing $bin/$b"
-done
-profile=$(basename "$bin")
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/rozone-tls.XXXXXX")
-rz_dir=
-cleanup() {
-    local rc=$?
-    set +e
-    if [ -n "$rz_dir" ] && [ -f "$rz_dir/pids.json" ]; then
-        "$bin/rozone" dev down --dir "$rz_dir" >/dev/null 2>&1
-    fi
-    if $keep; then
-        echo "bench-tls: work dir kept: $work" >&2
-    else
-        rm -rf "$work"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'echo "bench-tls: failed at line $LINENO: $BASH_COMMAND" >&2' ERR
-trap 'exit 130' INT TERM
-
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-results=$work/results.jsonl
-: >"$results"
 record() { jq -c --arg row "$1" --arg mode "$2" '. + {row: $row, mode: $mode}' <<<"$3" >>"$results"; }
 med() { jq -r --arg row "$1" --arg mode "$2" "select(.row == \$row and .mode == \$mode) | .$3" "$results" | median; }
 
