@@ -308,3 +308,142 @@ async fn lagging_follower_refuses_with_a_finite_log_limit_then_serves_after_catc
     assert!(r.key.is_some());
     ring.shutdown().await;
 }
+
+/// An append the network delivered late must not make a follower serve data older than the
+/// lease: the follower may count leader contact only from a time the leader's message is
+/// known to have been sent after, never from when it arrived.
+///
+/// The follower's last heartbeat is copied, the follower restarts with every new append to
+/// it held, a second version of the key is committed by the other two members, and more than
+/// the lease later the copy is delivered, as a network that held it would. The follower must
+/// then refuse a LOCAL_LEASE read at log limit 0, or answer with the second version.
+///
+/// Fails on c1bdd6b (with the capture failpoint added): the follower stamped contact when the
+/// old heartbeat arrived and served the first version (size 5) 600 ms after the second was
+/// acknowledged, with a 300 ms lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
+async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
+    fn tune(c: &mut rozone_om::Config) {
+        // The held follower must not stand for election while the test runs.
+        c.raft.election_timeout_min = Duration::from_secs(8);
+        c.raft.election_timeout_max = Duration::from_secs(16);
+    }
+    const LEASE_MS: u64 = 300;
+    let mut ring = Ring::start(3, tune).await;
+    write_key(&ring).await;
+    let leader = ring.leader().await;
+    let f = *ring.oms.keys().find(|id| **id != leader).unwrap();
+    let read = Some(pb::ReadOptions {
+        consistency: pb::ReadConsistency::LocalLease as i32,
+        lease_time_ms: Some(LEASE_MS),
+        log_limit: Some(0),
+    });
+
+    // Copy a heartbeat on its way to the follower.
+    fail::cfg("raft-append-capture", &format!("return({f})")).unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let old = loop {
+        if let Some(r) = rozone_raft::service::take_captured_append() {
+            break r;
+        }
+        assert!(std::time::Instant::now() < deadline, "no append captured");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    fail::remove("raft-append-capture");
+
+    // The follower restarts and hears nothing new; the others commit version two.
+    fail::cfg("raft-append-hold", &format!("return({f})")).unwrap();
+    ring.stop(f).await;
+    ring.start_member(f, rozone_om::config::Startup::default()).await;
+    let c = ring_client(&ring.client_addrs());
+    put_key_metadata(&c, "vol", "bkt", "k", 7).await.unwrap();
+    // Version two is acknowledged; wait until it is older than the lease, twice over.
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
+
+    // The late delivery: the old heartbeat, through the follower's peer port.
+    let peer = ring.peers.iter().find(|p| p.id == f).unwrap().peer_addr.clone();
+    let mut raft = rozone_proto::raft::raft_service_client::RaftServiceClient::connect(format!(
+        "http://{peer}"
+    ))
+    .await
+    .unwrap();
+    let mut replies = raft
+        .stream_append(futures::stream::iter([old]))
+        .await
+        .unwrap()
+        .into_inner();
+    replies.message().await.unwrap().expect("a reply to the late heartbeat");
+    let g = ring.oms[&f].group().clone();
+    g.wait_for(WAIT, "the follower knows its leader", move |m| {
+        m.current_leader == Some(leader)
+    })
+    .await
+    .unwrap();
+
+    match lookup(&ring.addr(f), read).await {
+        Ok(r) => assert_eq!(
+            r.key.unwrap().size,
+            7,
+            "served version one, committed over the lease before version two was acknowledged"
+        ),
+        Err(e) => refused_not_leader(Err(e), "the follower after a late heartbeat"),
+    }
+    fail::remove("raft-append-hold");
+    ring.shutdown().await;
+}
+
+/// On a ring of five, a leader cut off with one follower is deposed by the other three, yet
+/// it can still reach that follower: its appends must not keep the follower's lease fresh.
+/// Only a leader holding its leader lease (a quorum acknowledged it recently, so no other
+/// leader can exist) vouches for the freshness of what it sends.
+///
+/// Fails on c1bdd6b (with the link-cut failpoint added): the follower, still hearing from
+/// the deposed leader, served the first version (size 5) 600 ms after the new leader had
+/// acknowledged the second, with a 300 ms lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 6)]
+async fn a_deposed_leader_that_still_reaches_a_follower_gives_it_no_lease() {
+    const LEASE_MS: u64 = 300;
+    let ring = Ring::start(5, |_| {}).await;
+    write_key(&ring).await;
+    let old = ring.leader().await;
+    let ids: Vec<u64> = ring.oms.keys().copied().collect();
+    let f = *ids.iter().find(|id| **id != old).unwrap();
+    let others: Vec<u64> = ids.iter().copied().filter(|id| *id != old && *id != f).collect();
+    let read = Some(pb::ReadOptions {
+        consistency: pb::ReadConsistency::LocalLease as i32,
+        lease_time_ms: Some(LEASE_MS),
+        log_limit: Some(0),
+    });
+
+    // {old, f} | the other three, both ways.
+    let mut pairs = Vec::new();
+    for a in [old, f] {
+        for b in &others {
+            pairs.push(format!("{a}>{b}"));
+            pairs.push(format!("{b}>{a}"));
+        }
+    }
+    fail::cfg("raft-link-cut", &format!("return({})", pairs.join(","))).unwrap();
+
+    // The three elect a leader of their own and acknowledge version two.
+    let addrs: Vec<String> = others.iter().map(|id| ring.addr(*id)).collect();
+    let c = ring_client(&addrs);
+    put_key_metadata(&c, "vol", "bkt", "k", 7).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
+
+    // The follower still hears from the old leader (nothing else told it of the new term).
+    let g = ring.oms[&f].group().clone();
+    let m = g.metrics();
+    assert_eq!(m.current_leader, Some(old), "the follower still follows the old leader");
+    assert!(g.leader_contact().unwrap().age() < Duration::from_millis(LEASE_MS));
+    match lookup(&ring.addr(f), read).await {
+        Ok(r) => assert_eq!(
+            r.key.unwrap().size,
+            7,
+            "served version one, replaced by a write acknowledged over the lease before"
+        ),
+        Err(e) => refused_not_leader(Err(e), "the follower of a deposed leader"),
+    }
+    fail::remove("raft-link-cut");
+    ring.shutdown().await;
+}

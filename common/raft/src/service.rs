@@ -46,6 +46,7 @@ impl RaftServiceImpl {
         req: &RaftRequest,
         what: &str,
     ) -> Result<(), Status> {
+        link_cut(req.from, req.target)?;
         require_node(call, self.role, req.from, what)
     }
 }
@@ -99,6 +100,7 @@ impl RaftService for RaftServiceImpl {
             return Ok(Response::new(Box::pin(futures::stream::empty())));
         };
         let first = first?;
+        link_cut(first.from, first.target)?;
         if let Some(c) = caller {
             if c.role != self.role || c.id != first.from {
                 return Err(Status::permission_denied(format!(
@@ -120,9 +122,17 @@ impl RaftService for RaftServiceImpl {
             .take_while(move |r| {
                 // Every message of the stream comes from the node that opened it.
                 let ok = match r {
-                    Ok(r) => r.group_id == group && r.target == target && r.from == from,
+                    Ok(r) => {
+                        r.group_id == group
+                            && r.target == target
+                            && r.from == from
+                            && link_cut(from, target).is_ok()
+                    }
                     Err(_) => false,
                 };
+                if let Ok(r) = r {
+                    capture_failpoint(r);
+                }
                 async move { ok }
             })
             .filter_map(move |r| {
@@ -205,6 +215,63 @@ async fn append_hold_failpoint(target: u64) {
     while held() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// Test hook (failpoint `raft-link-cut`, configured as `return(1>2,2>1,...)`): every Raft RPC
+/// from the first node of a pair to the second is refused as unreachable, and an append
+/// stream already open between them ends at its next message: an in-process network
+/// partition, one direction per pair.
+#[cfg(not(feature = "failpoints"))]
+fn link_cut(_from: u64, _target: u64) -> Result<(), Status> {
+    Ok(())
+}
+
+#[cfg(feature = "failpoints")]
+fn link_cut(from: u64, target: u64) -> Result<(), Status> {
+    let cut = fail::eval("raft-link-cut", |arg| {
+        arg.is_some_and(|a| {
+            a.split(',').any(|pair| {
+                pair.trim().split_once('>').and_then(|(f, t)| {
+                    Some((f.trim().parse::<u64>().ok()?, t.trim().parse::<u64>().ok()?))
+                }) == Some((from, target))
+            })
+        })
+    })
+    .unwrap_or(false);
+    if cut {
+        return Err(Status::unavailable(format!(
+            "link {from}>{target} cut (failpoint raft-link-cut)"
+        )));
+    }
+    Ok(())
+}
+
+/// Test hook (failpoint `raft-append-capture`, configured as `return(<node id>)`): every
+/// append message addressed to that node is copied, as received, into a slot that
+/// [`take_captured_append`] empties. A test replays the copy later to act as a network that
+/// delivered an old message late.
+#[cfg(not(feature = "failpoints"))]
+fn capture_failpoint(_r: &RaftRequest) {}
+
+#[cfg(feature = "failpoints")]
+static CAPTURED: std::sync::Mutex<Option<RaftRequest>> = std::sync::Mutex::new(None);
+
+#[cfg(feature = "failpoints")]
+fn capture_failpoint(r: &RaftRequest) {
+    let armed = fail::eval("raft-append-capture", |arg| {
+        arg.and_then(|a| a.trim().parse::<u64>().ok()) == Some(r.target)
+    })
+    .unwrap_or(false);
+    if armed {
+        let mut g = CAPTURED.lock().unwrap_or_else(|p| p.into_inner());
+        *g = Some(r.clone());
+    }
+}
+
+/// The append message the `raft-append-capture` failpoint copied last, if any.
+#[cfg(feature = "failpoints")]
+pub fn take_captured_append() -> Option<RaftRequest> {
+    CAPTURED.lock().unwrap_or_else(|p| p.into_inner()).take()
 }
 
 /// Serves this node's snapshots (checkpoints) for download, on the peer port and, for SCM,
