@@ -83,6 +83,10 @@ pub struct Cluster {
 }
 
 /// Raft timing of a loopback cluster on a busy 2-core machine.
+/// The OMs' follower lease for LOCAL_LEASE reads (at log limit 0): the bound those reads are
+/// checked against (`checker::lease`).
+pub const FOLLOWER_LEASE: Duration = Duration::from_secs(1);
+
 const RAFT: &str = "[raft]\nfsync = false\nelection_timeout_min = \"600ms\"\n\
                     election_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
 /// The SCM's judgement of datanodes, shortened so a run sees a datanode lost for good
@@ -167,8 +171,10 @@ impl Cluster {
                 ),
                 Kind::Om => format!(
                     "{head}[om]\nclient_addr = \"127.0.0.1:{client}\"\npeer_addr = \"127.0.0.1:{peer}\"\n\
-                     scm_addrs = {}\n{}",
+                     scm_addrs = {}\nlocal_lease_enabled = true\nlocal_lease_time = \"{}ms\"\n\
+                     local_lease_log_limit = 0\n{}",
                     toml_list(&scm_addrs),
+                    FOLLOWER_LEASE.as_millis(),
                     peers[&kind]
                 ),
                 Kind::Datanode => format!(

@@ -11,8 +11,9 @@ use anyhow::{bail, Context};
 use rozone_client::om::{OmClient, ReadMode};
 use rozone_client::{Client, ClientConfig};
 
+use crate::checker::lease::LeaseReport;
 use crate::checker::{self, Call, Op, Outcome, Report};
-use crate::cluster::{Cluster, Kind, Size, WAIT};
+use crate::cluster::{Cluster, Kind, Size, FOLLOWER_LEASE, WAIT};
 use crate::containers::{self, DeletedLog};
 use crate::data::{self, DataLog, DATA_BUCKET};
 use crate::faults::{self, Families, Fault, FaultKind, Target};
@@ -45,6 +46,9 @@ pub struct RunReport {
     pub faults: Vec<String>,
     pub report: Report,
     pub history: Vec<Op>,
+    /// The LOCAL_LEASE reads and their check against the lease bound.
+    pub lease_reads: Vec<Op>,
+    pub lease: LeaseReport,
     pub end_state: Vec<String>,
     pub workload: Duration,
     pub start_took: Duration,
@@ -56,7 +60,7 @@ pub struct RunReport {
 
 impl RunReport {
     pub fn passed(&self) -> bool {
-        self.report.ok() && self.end_state.is_empty()
+        self.report.ok() && self.lease.ok() && self.end_state.is_empty()
     }
 
     /// The summary printed for every run.
@@ -98,9 +102,24 @@ impl RunReport {
             self.report.checked,
             self.report.keys.len()
         ));
+        let served = self
+            .lease_reads
+            .iter()
+            .filter(|op| matches!(op.outcome, Outcome::Ok(_)))
+            .count();
+        s.push_str(&format!(
+            "LOCAL_LEASE reads: {served} answered of {}, {} checked against the {}ms bound, {} beyond it\n",
+            self.lease_reads.len(),
+            self.lease.checked,
+            FOLLOWER_LEASE.as_millis(),
+            self.lease.violations.len()
+        ));
         s.push_str(&format!("{}\n{}\n", self.data, self.containers));
         for e in &self.end_state {
             s.push_str(&format!("end state: {e}\n"));
+        }
+        for (op, why) in self.lease.violations.iter().take(20) {
+            s.push_str(&format!("LOCAL_LEASE read beyond the bound: {op}: {why}\n"));
         }
         for (k, window) in self.report.violations() {
             s.push_str(&format!("violation on {k}, minimal window:\n"));
@@ -109,8 +128,13 @@ impl RunReport {
             }
         }
         s.push_str(&format!(
-            "verdict: {}{}\n",
+            "verdict: {}{}{}\n",
             self.report.verdict(),
+            if self.lease.ok() {
+                ""
+            } else {
+                "; LOCAL_LEASE reads beyond the bound"
+            },
             if self.end_state.is_empty() {
                 ""
             } else {
@@ -190,7 +214,8 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
     // One reader pinned to each OM, as a client on one side of a partition that reaches
     // only that member: the shared clients follow the leader together, so without these
     // nobody would ask a cut-off old leader anything once a new one answers. Each read
-    // dials a fresh client, in DEFAULT mode (see `workload::pinned_reader_loop`).
+    // dials a fresh client, in DEFAULT or LOCAL_LEASE mode (see
+    // `workload::pinned_reader_loop`).
     for (i, addr) in om_addrs.iter().enumerate() {
         let pinned = ClientConfig {
             om_addrs: vec![addr.clone()],
@@ -272,11 +297,15 @@ async fn run_in(o: &Options, cluster: &Arc<Mutex<Cluster>>) -> anyhow::Result<Ru
     let h2 = history.clone();
     let timeout = o.check_timeout;
     let report = tokio::task::spawn_blocking(move || checker::check(&h2, timeout)).await?;
+    let lease_reads = rec.lease_ops();
+    let lease = checker::lease::check(&history, &lease_reads, FOLLOWER_LEASE);
     Ok(RunReport {
         seed: o.seed,
         faults: injected,
         report,
         history,
+        lease_reads,
+        lease,
         end_state,
         workload,
         start_took,
@@ -551,6 +580,12 @@ fn save(out: &std::path::Path, dir: &std::path::Path, r: Option<&RunReport>) -> 
             h.push('\n');
         }
         std::fs::write(out.join("history.jsonl"), h)?;
+        let mut h = String::new();
+        for op in &r.lease_reads {
+            h.push_str(&serde_json::to_string(op)?);
+            h.push('\n');
+        }
+        std::fs::write(out.join("lease-reads.jsonl"), h)?;
         std::fs::write(out.join("summary.txt"), r.summary())?;
     }
     for e in std::fs::read_dir(dir)?.flatten() {

@@ -35,11 +35,13 @@ pub fn registers(keys: usize, vols: usize) -> Vec<String> {
         .collect()
 }
 
-/// Shared by the clients: the clock, the next unique value, the history.
+/// Shared by the clients: the clock, the next unique value, the history, and apart from it
+/// the LOCAL_LEASE reads (checked against the lease bound, not for linearizability).
 pub struct Recorder {
     pub start: Instant,
     next: AtomicU64,
     pub history: Mutex<Vec<Op>>,
+    pub lease_reads: Mutex<Vec<Op>>,
 }
 
 impl Recorder {
@@ -48,6 +50,7 @@ impl Recorder {
             start: Instant::now(),
             next: AtomicU64::new(1),
             history: Mutex::new(Vec::new()),
+            lease_reads: Mutex::new(Vec::new()),
         }
     }
     pub fn now(&self) -> u64 {
@@ -56,14 +59,21 @@ impl Recorder {
     pub fn value(&self) -> Value {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
-    fn record(&self, op: Op) {
-        self.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(op);
+    fn record(&self, op: Op, mode: ReadMode) {
+        let list = match mode {
+            ReadMode::LocalLease => &self.lease_reads,
+            _ => &self.history,
+        };
+        list.lock().unwrap_or_else(|p| p.into_inner()).push(op);
     }
     pub fn ops(&self) -> Vec<Op> {
         self.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+    pub fn lease_ops(&self) -> Vec<Op> {
+        self.lease_reads
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
@@ -80,7 +90,8 @@ fn value_of(text: &str) -> Option<Value> {
     text.strip_prefix('v').and_then(|v| v.parse().ok())
 }
 
-/// Runs one operation on register `reg` and records it.
+/// Runs one operation on register `reg` and records it (a LOCAL_LEASE get apart from the
+/// rest: it is checked against the lease bound).
 pub async fn run_op(
     om: &OmClient,
     rec: &Recorder,
@@ -104,7 +115,7 @@ pub async fn run_op(
         invoke_ns,
         return_ns: rec.now(),
         outcome,
-    });
+    }, if call == Call::Get { mode } else { ReadMode::Default });
 }
 
 async fn key_op(om: &OmClient, key: &str, call: Call, mode: ReadMode) -> Outcome {
@@ -192,8 +203,9 @@ pub async fn client_loop(
     }
 }
 
-/// A reader pinned to one OM (`addr`): DEFAULT gets of random registers until `stop`,
-/// recorded like every other client's operations.
+/// A reader pinned to one OM (`addr`): gets of random registers until `stop`, half of them
+/// DEFAULT (recorded like every other client's operations), half LOCAL_LEASE (which a
+/// follower answers from its own state, checked against the lease bound).
 ///
 /// DEFAULT is the mode a cut-off old leader can answer from its own state (LINEARIZABLE asks
 /// a quorum first, which it cannot reach), so these are the reads that meet the stale read
@@ -213,8 +225,13 @@ pub async fn pinned_reader_loop(
     let mut rng = StdRng::seed_from_u64(seed ^ (u64::from(client) << 32));
     while !stop.load(Ordering::Relaxed) {
         let reg = &regs[rng.random_range(0..regs.len())];
+        let mode = if rng.random_bool(0.5) {
+            ReadMode::Default
+        } else {
+            ReadMode::LocalLease
+        };
         let fresh = Client::new(&config)?;
-        run_op(&fresh.om, &rec, client, reg, Call::Get, ReadMode::Default).await;
+        run_op(&fresh.om, &rec, client, reg, Call::Get, mode).await;
     }
     Ok(())
 }

@@ -214,7 +214,12 @@ async fn new_leader_before_its_first_commit_refuses_and_so_does_its_follower() {
         .await
         .unwrap();
     let deadline = std::time::Instant::now() + WAIT;
-    while !g_old.leader_contact().unwrap().commit_in_leader_term() {
+    // The new leader's commit in its term, in an append it sent holding its lease (with the
+    // echo a follower's lease counts from).
+    while !g_old
+        .leader_contact()
+        .is_some_and(|c| c.commit_in_leader_term() && c.sent_after.is_some())
+    {
         assert!(
             std::time::Instant::now() < deadline,
             "commit of the new term never reached the follower"

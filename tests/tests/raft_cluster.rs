@@ -213,11 +213,12 @@ async fn follower_records_leader_contact_and_refuses_writes_with_hint() {
     let leader_id = c.wait_ready_leader().await.unwrap();
     c.wait_converged().await.unwrap();
     let follower = c.members.values().find(|m| m.id != leader_id).unwrap();
-    // Heartbeats arrive every 100ms: wait for one that carries a commit of this term.
+    // Heartbeats arrive every 100ms: wait for one that carries a commit of this term and
+    // the echo of the follower's clock (the leader holds its lease).
     let deadline = tokio::time::Instant::now() + rozone_tests::WAIT;
     let rec = loop {
         if let Some(r) = follower.group.leader_contact() {
-            if r.commit_in_leader_term() {
+            if r.commit_in_leader_term() && r.sent_after.is_some() {
                 break r;
             }
         }
@@ -228,6 +229,8 @@ async fn follower_records_leader_contact_and_refuses_writes_with_hint() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     };
     assert_eq!(rec.leader, leader_id);
+    // The proven send time is before the arrival, by at most a heartbeat and a round trip.
+    assert!(rec.sent_after.unwrap() <= rec.at);
     assert_eq!(
         rec.term,
         c.member(leader_id).unwrap().group.metrics().current_term

@@ -9,6 +9,7 @@
 //! unknown), so both searches are monotone and found by bisection.
 
 pub mod history;
+pub mod lease;
 pub mod model;
 pub mod search;
 

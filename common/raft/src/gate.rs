@@ -57,7 +57,10 @@ pub enum Role {
 /// The last accepted append from a leader, as recorded by the Raft layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Contact {
-    pub age: Duration,
+    /// Time since a moment before which the leader cannot have sent that append (see
+    /// `crate::contact`: the echo of this member's own clock), not since its arrival; `None`
+    /// = not known (the leader had heard nothing from this member yet): no lease.
+    pub age: Option<Duration>,
     pub leader: u64,
     /// The leader's term in that append.
     pub term: u64,
@@ -243,12 +246,14 @@ pub fn local_lease(i: &LeaseInput) -> Result<(), Refused> {
     if c.leader != known {
         return Err(Refused::ContactFromOtherLeader);
     }
-    if c.age > i.lease_time {
-        return Err(Refused::LeaseExpired);
-    }
     let (commit_term, commit_index) = c.leader_commit.ok_or(Refused::CommitNotInLeaderTerm)?;
     if commit_term != c.term {
         return Err(Refused::CommitNotInLeaderTerm);
+    }
+    // After the term check: a leader that has not committed in its term holds no lease, so
+    // its appends carry no echo, and the term is the more telling reason.
+    if c.age.is_none_or(|age| age > i.lease_time) {
+        return Err(Refused::LeaseExpired);
     }
     match i.log_limit {
         LogLimit::Unlimited => Ok(()),

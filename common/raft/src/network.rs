@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -26,6 +27,7 @@ use serde::Serialize;
 use tonic::transport::Channel;
 
 use crate::codec::{decode, encode};
+use crate::contact::Echoes;
 use crate::snapshot::Checkpoint;
 use crate::types::{NodeId, NodeInfo, TypeConfig, Vote};
 use crate::wire::{status_to_rpc, Reply, SnapshotOffer};
@@ -120,6 +122,8 @@ pub struct NetworkFactory {
     pub(crate) stats: Arc<NetStats>,
     /// This member's ring id, carried by every RPC.
     pub(crate) ring: Arc<crate::join::RingSlot>,
+    /// The newest clock stamp each peer replied with, echoed in appends to it.
+    pub(crate) echoes: Arc<Echoes>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -169,7 +173,14 @@ impl PeerConn {
             from: self.factory.from,
             payload: encode(body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?,
             ring_id: self.factory.ring.wire(),
+            echo: None,
         })
+    }
+
+    /// Decodes a reply of this peer and keeps its clock stamp for the next appends.
+    fn decode_reply<T: DeserializeOwned>(&self, reply: RaftReply) -> Result<T, RpcErr> {
+        self.factory.echoes.note(self.target, reply.stamp.clone());
+        decode_reply(reply)
     }
 
     fn with_deadline<T>(req: T, ttl: Duration) -> tonic::Request<T> {
@@ -225,18 +236,33 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             // Pull the first request before connecting: openraft sleeps its replication
             // backoff inside the request stream, so a peer that is down must not make this
             // call fail before the stream was polled (that would retry in a tight loop).
+            let (echoes, target) = (self.factory.echoes.clone(), self.target);
             let mut input = input;
+            let first_echo = echoes.get(target);
             let Some(first) = input.next().await else {
                 return Ok(Box::pin(futures::stream::empty()) as BoxStream<'s, _>);
             };
-            let input = futures::stream::once(async move { first }).chain(input);
+            // Each message goes with the echo held when the stream began waiting for it,
+            // that is before openraft built it: the echo never postdates what it carries.
+            let mut pending = None;
+            let rest = futures::stream::poll_fn(move |cx| {
+                if pending.is_none() {
+                    pending = Some(echoes.get(target));
+                }
+                match input.poll_next_unpin(cx) {
+                    Poll::Ready(Some(r)) => Poll::Ready(Some((r, pending.take().flatten()))),
+                    Poll::Ready(None) => Poll::Ready(None),
+                    Poll::Pending => Poll::Pending,
+                }
+            });
+            let input = futures::stream::once(async move { (first, first_echo) }).chain(rest);
             self.factory.stats.count(self.target, self.heartbeat);
             let mut client = self.client()?;
             let group_id = self.factory.group_id.clone();
             let (target, from) = (self.target, self.factory.from);
             let ring_id = self.factory.ring.wire();
             // A request that cannot be encoded ends the stream; the leader retries.
-            let reqs = input.filter_map(move |r| {
+            let reqs = input.filter_map(move |(r, echo)| {
                 let payload = encode(&r).ok();
                 let (group_id, ring_id) = (group_id.clone(), ring_id.clone());
                 async move {
@@ -246,12 +272,15 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
                         from,
                         payload,
                         ring_id,
+                        echo,
                     })
                 }
             });
             let resp = client.stream_append(reqs).await.map_err(status_to_rpc)?;
-            let out = resp.into_inner().map(|item| {
+            let echoes = self.factory.echoes.clone();
+            let out = resp.into_inner().map(move |item| {
                 let reply = item.map_err(status_to_rpc)?;
+                echoes.note(target, reply.stamp.clone());
                 decode_reply::<StreamAppendResult<TypeConfig>>(reply)
             });
             Ok(Box::pin(out) as BoxStream<'s, _>)
@@ -265,7 +294,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
     ) -> Result<VoteResponse<TypeConfig>, RpcErr> {
         let req = Self::with_deadline(self.request(&rpc)?, option.hard_ttl());
         let reply = self.client()?.vote(req).await.map_err(status_to_rpc)?;
-        decode_reply(reply.into_inner())
+        self.decode_reply(reply.into_inner())
     }
 
     async fn pre_vote(
@@ -275,7 +304,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
     ) -> Result<VoteResponse<TypeConfig>, RpcErr> {
         let req = Self::with_deadline(self.request(&rpc)?, option.hard_ttl());
         let reply = self.client()?.pre_vote(req).await.map_err(status_to_rpc)?;
-        decode_reply(reply.into_inner())
+        self.decode_reply(reply.into_inner())
     }
 
     async fn full_snapshot(
@@ -313,7 +342,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             r = install => {
                 // A follower whose download or verification failed answers with an error:
                 // reported as Unreachable so the leader backs off before offering again.
-                Ok(decode_reply(r?)?)
+                Ok(self.decode_reply(r?)?)
             }
         }
     }
@@ -329,6 +358,6 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             .transfer_leader(req)
             .await
             .map_err(status_to_rpc)?;
-        decode_reply(reply.into_inner())
+        self.decode_reply(reply.into_inner())
     }
 }

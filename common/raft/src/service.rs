@@ -115,7 +115,7 @@ impl RaftService for RaftServiceImpl {
         let from = first.from;
         append_hold_failpoint(target).await;
         let (meta_tx, mut meta_rx) = tokio::sync::mpsc::unbounded_channel();
-        // Decode requests; remember (leader, term, leader_commit) of each, in order, so the
+        // Decode requests; remember (leader, term, leader_commit, echo) of each, in order, so the
         // result of each can be matched to the leader that sent it.
         let reqs = futures::stream::once(async move { Ok(first) })
             .chain(input)
@@ -136,6 +136,7 @@ impl RaftService for RaftServiceImpl {
                 async move { ok }
             })
             .filter_map(move |r| {
+                let echo = r.as_ref().ok().and_then(|r| r.echo.clone());
                 let decoded = r.ok().and_then(|r| {
                     decode::<openraft::raft::AppendEntriesRequest<crate::types::TypeConfig>>(
                         &r.payload,
@@ -147,7 +148,7 @@ impl RaftService for RaftServiceImpl {
                 if let Some(d) = &decoded {
                     let leader = d.vote.leader_id().node_id;
                     let term = d.vote.leader_id().term;
-                    let _ = meta_tx.send((leader, term, d.leader_commit));
+                    let _ = meta_tx.send((leader, term, d.leader_commit, echo));
                 }
                 async move { decoded }
             });
@@ -158,8 +159,8 @@ impl RaftService for RaftServiceImpl {
                 Ok(r) => {
                     // Accepted by vote (success or a log conflict): this is our leader.
                     let accepted = !matches!(r, Err(StreamAppendError::HigherVote(_)));
-                    if let (true, Some((leader, term, commit))) = (accepted, meta) {
-                        contact.record(leader, term, commit);
+                    if let (true, Some((leader, term, commit, echo))) = (accepted, meta) {
+                        contact.record(leader, term, commit, echo.as_ref());
                     }
                     Ok(r)
                 }

@@ -21,10 +21,12 @@ pub struct SnapshotOffer {
 /// A reply: the handler's result, or the remote failure as text.
 pub type Reply<T> = Result<T, String>;
 
-/// A reply as it travels: encoded into the payload of a [`RaftReply`].
+/// A reply as it travels: encoded into the payload of a [`RaftReply`], stamped with this
+/// process's clock (the leader echoes the stamp back: [`crate::contact`]).
 pub(crate) fn reply<T: Serialize>(r: &Reply<T>) -> Result<RaftReply, Status> {
     Ok(RaftReply {
         payload: encode(r).map_err(|e| Status::internal(e.to_string()))?,
+        stamp: Some(crate::contact::stamp()),
     })
 }
 

@@ -56,7 +56,9 @@ pub fn lease_input(m: &ReadGate, s: &State, id: Id) -> LeaseInput {
         role,
         known_leader: mem.known_leader.map(|l| l as u64),
         contact: mem.contact.map(|c| gate::Contact {
-            age: age(s.now, Some(c.at), mem.rate).unwrap_or_default(),
+            // The model's appends are delayed at most `max_delay` ticks and its bound allows
+            // for that (`stale_read`), so the arrival stands in for the echoed send time.
+            age: age(s.now, Some(c.at), mem.rate),
             leader: c.leader as u64,
             term: u64::from(c.term),
             leader_commit: c.leader_commit.map(|(t, i)| (u64::from(t), i as u64)),

@@ -25,7 +25,7 @@ fn follower() -> LeaseInput {
         role: Role::Follower,
         known_leader: Some(1),
         contact: Some(Contact {
-            age: Duration::from_millis(100),
+            age: Some(Duration::from_millis(100)),
             leader: 1,
             term: 3,
             leader_commit: Some((3, 100)),
@@ -162,10 +162,15 @@ fn contact_must_exist_be_from_the_known_leader_and_within_the_lease() {
         Err(Refused::ContactFromOtherLeader)
     );
     assert_eq!(
-        with(|i| i.contact.as_mut().unwrap().age = LEASE + Duration::from_millis(1)),
+        with(|i| i.contact.as_mut().unwrap().age = Some(LEASE + Duration::from_millis(1))),
         Err(Refused::LeaseExpired)
     );
-    assert_eq!(with(|i| i.contact.as_mut().unwrap().age = LEASE), Ok(()));
+    // No known send time (the leader had never heard from this member): no lease.
+    assert_eq!(
+        with(|i| i.contact.as_mut().unwrap().age = None),
+        Err(Refused::LeaseExpired)
+    );
+    assert_eq!(with(|i| i.contact.as_mut().unwrap().age = Some(LEASE)), Ok(()));
 }
 
 #[test]

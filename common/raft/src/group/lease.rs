@@ -120,6 +120,14 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         }
     }
 
+    /// Whether this member leads and holds its lease now (without copying the metrics: this
+    /// runs for every append it sends, see [`crate::contact::Echoes`]).
+    pub(crate) fn holds_lease_now(&self) -> bool {
+        let w = self.raft.metrics();
+        let m = w.borrow_watched();
+        self.serves_as_leader(&m)
+    }
+
     /// Whether these metrics (of this member) show a leader that holds its lease: what
     /// roles and ring info report as "leader ready".
     pub fn serves_as_leader(&self, m: &RaftMetrics) -> bool {
@@ -154,7 +162,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             S::Shutdown => Role::Shutdown,
         };
         let contact = self.leader_contact().map(|c| gate::Contact {
-            age: c.age(),
+            age: c.lease_age(),
             leader: c.leader,
             term: c.term,
             leader_commit: c

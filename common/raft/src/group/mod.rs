@@ -107,6 +107,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         let (state, snapshots, retry) = (sm.state(), sm.snapshots(), sm.retry_stats());
         let net_stats = Arc::new(NetStats::default());
         let ring = Arc::new(crate::join::RingSlot::default());
+        let echoes = Arc::new(crate::contact::Echoes::default());
         let net = NetworkFactory {
             ring: ring.clone(),
             group_id: cfg.group_id.clone(),
@@ -118,6 +119,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
                 .unwrap_or_else(|| cfg.node_info.peer_addr.clone()),
             install_stall: cfg.install_snapshot_timeout,
             stats: net_stats.clone(),
+            echoes: echoes.clone(),
         };
         let raft = Raft::<L>::new(cfg.node_id, Arc::new(cfg.openraft_config()?), net, log, sm)
             .await
@@ -138,6 +140,10 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             ring,
             retry,
         });
+        let weak = Arc::downgrade(&g);
+        echoes.set_lease_check(Box::new(move || {
+            weak.upgrade().is_some_and(|g| g.holds_lease_now())
+        }));
         if g.cfg.serve_peers_at_start {
             g.serve_peers();
         }
