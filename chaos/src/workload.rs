@@ -108,14 +108,21 @@ pub async fn run_op(
     } else {
         Outcome::Fail
     };
-    rec.record(Op {
-        client,
-        key: reg.to_string(),
-        call,
-        invoke_ns,
-        return_ns: rec.now(),
-        outcome,
-    }, if call == Call::Get { mode } else { ReadMode::Default });
+    rec.record(
+        Op {
+            client,
+            key: reg.to_string(),
+            call,
+            invoke_ns,
+            return_ns: rec.now(),
+            outcome,
+        },
+        if call == Call::Get {
+            mode
+        } else {
+            ReadMode::Default
+        },
+    );
 }
 
 async fn key_op(om: &OmClient, key: &str, call: Call, mode: ReadMode) -> Outcome {

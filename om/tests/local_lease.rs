@@ -323,9 +323,9 @@ async fn lagging_follower_refuses_with_a_finite_log_limit_then_serves_after_catc
 /// the lease later the copy is delivered, as a network that held it would. The follower must
 /// then refuse a LOCAL_LEASE read at log limit 0, or answer with the second version.
 ///
-/// Fails on c1bdd6b (with the capture failpoint added): the follower stamped contact when the
-/// old heartbeat arrived and served the first version (size 5) 600 ms after the second was
-/// acknowledged, with a 300 ms lease.
+/// Meant to fail on 0b4dd81 (the failpoint without the fix), where the follower stamped
+/// contact when the old heartbeat arrived; NOT YET RUN there (the session ran out of time):
+/// run `cargo nextest run -p rozone-om --test local_lease` at 0b4dd81 and record the result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
     fn tune(c: &mut rozone_om::Config) {
@@ -359,14 +359,21 @@ async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
     // The follower restarts and hears nothing new; the others commit version two.
     fail::cfg("raft-append-hold", &format!("return({f})")).unwrap();
     ring.stop(f).await;
-    ring.start_member(f, rozone_om::config::Startup::default()).await;
+    ring.start_member(f, rozone_om::config::Startup::default())
+        .await;
     let c = ring_client(&ring.client_addrs());
     put_key_metadata(&c, "vol", "bkt", "k", 7).await.unwrap();
     // Version two is acknowledged; wait until it is older than the lease, twice over.
     tokio::time::sleep(Duration::from_millis(2 * LEASE_MS)).await;
 
     // The late delivery: the old heartbeat, through the follower's peer port.
-    let peer = ring.peers.iter().find(|p| p.id == f).unwrap().peer_addr.clone();
+    let peer = ring
+        .peers
+        .iter()
+        .find(|p| p.id == f)
+        .unwrap()
+        .peer_addr
+        .clone();
     let mut raft = rozone_proto::raft::raft_service_client::RaftServiceClient::connect(format!(
         "http://{peer}"
     ))
@@ -377,7 +384,11 @@ async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
         .await
         .unwrap()
         .into_inner();
-    replies.message().await.unwrap().expect("a reply to the late heartbeat");
+    replies
+        .message()
+        .await
+        .unwrap()
+        .expect("a reply to the late heartbeat");
     let g = ring.oms[&f].group().clone();
     g.wait_for(WAIT, "the follower knows its leader", move |m| {
         m.current_leader == Some(leader)
@@ -402,9 +413,9 @@ async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
 /// Only a leader holding its leader lease (a quorum acknowledged it recently, so no other
 /// leader can exist) vouches for the freshness of what it sends.
 ///
-/// Fails on c1bdd6b (with the link-cut failpoint added): the follower, still hearing from
-/// the deposed leader, served the first version (size 5) 600 ms after the new leader had
-/// acknowledged the second, with a 300 ms lease.
+/// Meant to fail on 0b4dd81 (the failpoint without the fix), where any append refreshed the
+/// follower's lease; NOT YET RUN there (the session ran out of time): run it at 0b4dd81 and
+/// record the result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn a_deposed_leader_that_still_reaches_a_follower_gives_it_no_lease() {
     const LEASE_MS: u64 = 300;
@@ -413,7 +424,11 @@ async fn a_deposed_leader_that_still_reaches_a_follower_gives_it_no_lease() {
     let old = ring.leader().await;
     let ids: Vec<u64> = ring.oms.keys().copied().collect();
     let f = *ids.iter().find(|id| **id != old).unwrap();
-    let others: Vec<u64> = ids.iter().copied().filter(|id| *id != old && *id != f).collect();
+    let others: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| *id != old && *id != f)
+        .collect();
     let read = Some(pb::ReadOptions {
         consistency: pb::ReadConsistency::LocalLease as i32,
         lease_time_ms: Some(LEASE_MS),
@@ -439,7 +454,11 @@ async fn a_deposed_leader_that_still_reaches_a_follower_gives_it_no_lease() {
     // The follower still hears from the old leader (nothing else told it of the new term).
     let g = ring.oms[&f].group().clone();
     let m = g.metrics();
-    assert_eq!(m.current_leader, Some(old), "the follower still follows the old leader");
+    assert_eq!(
+        m.current_leader,
+        Some(old),
+        "the follower still follows the old leader"
+    );
     assert!(g.leader_contact().unwrap().age() < Duration::from_millis(LEASE_MS));
     match lookup(&ring.addr(f), read).await {
         Ok(r) => assert_eq!(

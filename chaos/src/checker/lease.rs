@@ -191,9 +191,18 @@ mod tests {
             op(20, 30, Call::Delete, Outcome::Ok(Output::Done)),
             put(40, 50, 2),
         ];
-        assert!(!bad(&h, read(5, 6, None)), "the start, not yet surely replaced");
-        assert!(!bad(&h, read(140, 141, None)), "the delete's absence, within the bound");
-        assert!(bad(&h, read(151, 152, None)), "absent long after the put returned");
+        assert!(
+            !bad(&h, read(5, 6, None)),
+            "the start, not yet surely replaced"
+        );
+        assert!(
+            !bad(&h, read(140, 141, None)),
+            "the delete's absence, within the bound"
+        );
+        assert!(
+            bad(&h, read(151, 152, None)),
+            "absent long after the put returned"
+        );
     }
 
     #[test]
@@ -215,14 +224,25 @@ mod tests {
             put(40, 50, 3),
         ];
         assert!(!bad(&h, read(1000, 1001, Some(2))));
-        assert!(bad(&h, read(1000, 1001, Some(1))), "replaced by the sure put 3");
+        assert!(
+            bad(&h, read(1000, 1001, Some(1))),
+            "replaced by the sure put 3"
+        );
         let h = [put(0, 10, 1), op(20, 30, Call::Put(2), Outcome::Info)];
-        assert!(!bad(&h, read(1000, 1001, Some(1))), "2 may never have landed");
+        assert!(
+            !bad(&h, read(1000, 1001, Some(1))),
+            "2 may never have landed"
+        );
         // A failed write never happened; a refused create left nothing.
         let h = [
             put(0, 10, 1),
             op(20, 30, Call::Put(2), Outcome::Fail),
-            op(20, 30, Call::CreateIfAbsent(3), Outcome::Ok(Output::Created(false))),
+            op(
+                20,
+                30,
+                Call::CreateIfAbsent(3),
+                Outcome::Ok(Output::Created(false)),
+            ),
         ];
         assert!(bad(&h, read(40, 41, Some(2))));
         assert!(bad(&h, read(40, 41, Some(3))));

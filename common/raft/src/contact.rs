@@ -179,7 +179,9 @@ impl LeaderContact {
         // arrival time of a later one.
         match g.as_mut() {
             Some(old) if old.term > term => {}
-            Some(old) if old.term == term && old.leader == leader && old.sent_after > rec.sent_after => {
+            Some(old)
+                if old.term == term && old.leader == leader && old.sent_after > rec.sent_after =>
+            {
                 old.at = rec.at;
             }
             _ => *g = Some(rec),
@@ -269,7 +271,10 @@ mod tests {
         for echo in [Some(&old), None] {
             c.record(1, 3, Some(log_id(3, 7)), echo);
             let r2 = c.last().unwrap();
-            assert_eq!((r2.sent_after, r2.leader_commit), (r.sent_after, r.leader_commit));
+            assert_eq!(
+                (r2.sent_after, r2.leader_commit),
+                (r.sent_after, r.leader_commit)
+            );
             assert!(r2.at >= r.at);
         }
         // A newer term replaces whatever it carries.
@@ -281,9 +286,18 @@ mod tests {
     fn echoes_keep_the_newest_stamp_of_the_newest_start() {
         let e = Echoes::default();
         e.set_lease_check(Box::new(|| true));
-        let a = ClockStamp { epoch: 7, nanos: 50 };
+        let a = ClockStamp {
+            epoch: 7,
+            nanos: 50,
+        };
         e.note(1, Some(a.clone()));
-        e.note(1, Some(ClockStamp { epoch: 7, nanos: 40 }));
+        e.note(
+            1,
+            Some(ClockStamp {
+                epoch: 7,
+                nanos: 40,
+            }),
+        );
         assert_eq!(e.get(1), Some(a.clone()));
         e.note(1, None);
         assert_eq!(e.get(1), Some(a));
@@ -297,13 +311,25 @@ mod tests {
     fn nothing_is_echoed_without_the_leader_lease() {
         use std::sync::atomic::{AtomicBool, Ordering};
         let e = Echoes::default();
-        e.note(1, Some(ClockStamp { epoch: 7, nanos: 50 }));
+        e.note(
+            1,
+            Some(ClockStamp {
+                epoch: 7,
+                nanos: 50,
+            }),
+        );
         assert_eq!(e.get(1), None, "no check set yet");
         let lease = std::sync::Arc::new(AtomicBool::new(false));
         let l = lease.clone();
         e.set_lease_check(Box::new(move || l.load(Ordering::Relaxed)));
         assert_eq!(e.get(1), None);
         lease.store(true, Ordering::Relaxed);
-        assert_eq!(e.get(1), Some(ClockStamp { epoch: 7, nanos: 50 }));
+        assert_eq!(
+            e.get(1),
+            Some(ClockStamp {
+                epoch: 7,
+                nanos: 50
+            })
+        );
     }
 }

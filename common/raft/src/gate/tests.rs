@@ -170,7 +170,10 @@ fn contact_must_exist_be_from_the_known_leader_and_within_the_lease() {
         with(|i| i.contact.as_mut().unwrap().age = None),
         Err(Refused::LeaseExpired)
     );
-    assert_eq!(with(|i| i.contact.as_mut().unwrap().age = Some(LEASE)), Ok(()));
+    assert_eq!(
+        with(|i| i.contact.as_mut().unwrap().age = Some(LEASE)),
+        Ok(())
+    );
 }
 
 #[test]
