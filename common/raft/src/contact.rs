@@ -290,7 +290,7 @@ mod tests {
             epoch: 7,
             nanos: 50,
         };
-        e.note(1, Some(a.clone()));
+        e.note(1, Some(a));
         e.note(
             1,
             Some(ClockStamp {
@@ -298,11 +298,11 @@ mod tests {
                 nanos: 40,
             }),
         );
-        assert_eq!(e.get(1), Some(a.clone()));
+        assert_eq!(e.get(1), Some(a));
         e.note(1, None);
         assert_eq!(e.get(1), Some(a));
         let restarted = ClockStamp { epoch: 9, nanos: 1 };
-        e.note(1, Some(restarted.clone()));
+        e.note(1, Some(restarted));
         assert_eq!(e.get(1), Some(restarted));
         assert_eq!(e.get(2), None);
     }

@@ -179,7 +179,7 @@ impl PeerConn {
 
     /// Decodes a reply of this peer and keeps its clock stamp for the next appends.
     fn decode_reply<T: DeserializeOwned>(&self, reply: RaftReply) -> Result<T, RpcErr> {
-        self.factory.echoes.note(self.target, reply.stamp.clone());
+        self.factory.echoes.note(self.target, reply.stamp);
         decode_reply(reply)
     }
 
@@ -280,7 +280,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             let echoes = self.factory.echoes.clone();
             let out = resp.into_inner().map(move |item| {
                 let reply = item.map_err(status_to_rpc)?;
-                echoes.note(target, reply.stamp.clone());
+                echoes.note(target, reply.stamp);
                 decode_reply::<StreamAppendResult<TypeConfig>>(reply)
             });
             Ok(Box::pin(out) as BoxStream<'s, _>)

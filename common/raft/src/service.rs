@@ -136,7 +136,7 @@ impl RaftService for RaftServiceImpl {
                 async move { ok }
             })
             .filter_map(move |r| {
-                let echo = r.as_ref().ok().and_then(|r| r.echo.clone());
+                let echo = r.as_ref().ok().and_then(|r| r.echo);
                 let decoded = r.ok().and_then(|r| {
                     decode::<openraft::raft::AppendEntriesRequest<crate::types::TypeConfig>>(
                         &r.payload,
