@@ -323,9 +323,10 @@ async fn lagging_follower_refuses_with_a_finite_log_limit_then_serves_after_catc
 /// the lease later the copy is delivered, as a network that held it would. The follower must
 /// then refuse a LOCAL_LEASE read at log limit 0, or answer with the second version.
 ///
-/// Meant to fail on 0b4dd81 (the failpoint without the fix), where the follower stamped
-/// contact when the old heartbeat arrived; NOT YET RUN there (the session ran out of time):
-/// run `cargo nextest run -p rozone-om --test local_lease` at 0b4dd81 and record the result.
+/// Fails on 0b4dd81 (the failpoints without the fix; run 2026-12-06 with `raft-append-hold`
+/// moved to the sender as here): the follower stamped contact when the old heartbeat arrived
+/// and served the first version (size 5) 600 ms after the second was acknowledged, with a
+/// 300 ms lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
     fn tune(c: &mut rozone_om::Config) {
@@ -413,9 +414,10 @@ async fn a_heartbeat_delivered_late_gives_no_fresh_lease() {
 /// Only a leader holding its leader lease (a quorum acknowledged it recently, so no other
 /// leader can exist) vouches for the freshness of what it sends.
 ///
-/// Meant to fail on 0b4dd81 (the failpoint without the fix), where any append refreshed the
-/// follower's lease; NOT YET RUN there (the session ran out of time): run it at 0b4dd81 and
-/// record the result.
+/// Fails on 0b4dd81 (the failpoints without the fix; run 2026-12-06): any append refreshed
+/// the follower's lease, and the follower, still hearing from the deposed leader, served the
+/// first version (size 5) 600 ms after the new leader had acknowledged the second, with a
+/// 300 ms lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 6)]
 async fn a_deposed_leader_that_still_reaches_a_follower_gives_it_no_lease() {
     const LEASE_MS: u64 = 300;

@@ -190,6 +190,28 @@ impl PeerConn {
     }
 }
 
+/// Test hook (failpoint `raft-append-hold`, configured as `return(<node id>)`): an append
+/// stream to that node waits, before it connects, until the failpoint is removed, as if the
+/// node could not be reached or could not write its log. The sender waits, not the receiver,
+/// so a test can still deliver an append of its own to the node (an old one, replayed as a
+/// network that held it would). One process hosts many members in tests; the argument picks
+/// the one to hold.
+#[cfg(not(feature = "failpoints"))]
+async fn append_hold_failpoint(_target: NodeId) {}
+
+#[cfg(feature = "failpoints")]
+async fn append_hold_failpoint(target: NodeId) {
+    let held = || {
+        fail::eval("raft-append-hold", |arg| {
+            arg.and_then(|a| a.trim().parse::<u64>().ok()) == Some(target)
+        })
+        .unwrap_or(false)
+    };
+    while held() {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 fn decode_reply<T: DeserializeOwned>(reply: RaftReply) -> Result<T, RpcErr> {
     let r: Reply<T> =
         decode(&reply.payload).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
@@ -256,6 +278,7 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
                 }
             });
             let input = futures::stream::once(async move { (first, first_echo) }).chain(rest);
+            append_hold_failpoint(self.target).await;
             self.factory.stats.count(self.target, self.heartbeat);
             let mut client = self.client()?;
             let group_id = self.factory.group_id.clone();

@@ -113,7 +113,6 @@ impl RaftService for RaftServiceImpl {
         let group = first.group_id.clone();
         let target = first.target;
         let from = first.from;
-        append_hold_failpoint(target).await;
         let (meta_tx, mut meta_rx) = tokio::sync::mpsc::unbounded_channel();
         // Decode requests; remember (leader, term, leader_commit, echo) of each, in order, so the
         // result of each can be matched to the leader that sent it.
@@ -195,26 +194,6 @@ impl RaftService for RaftServiceImpl {
         let t: TransferLeaderRequest<_> = payload(&req)?;
         let r = g.transfer_leader(t).await.map_err(|e| e.to_string());
         Ok(Response::new(reply(&r)?))
-    }
-}
-
-/// Test hook (failpoint `raft-append-hold`, configured as `return(<node id>)`): an append
-/// stream addressed to that node waits until the failpoint is removed, as if the node
-/// could not write its log. One process hosts many members in tests; the argument picks
-/// the one to hold.
-#[cfg(not(feature = "failpoints"))]
-async fn append_hold_failpoint(_target: u64) {}
-
-#[cfg(feature = "failpoints")]
-async fn append_hold_failpoint(target: u64) {
-    let held = || {
-        fail::eval("raft-append-hold", |arg| {
-            arg.and_then(|a| a.trim().parse::<u64>().ok()) == Some(target)
-        })
-        .unwrap_or(false)
-    };
-    while held() {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 
