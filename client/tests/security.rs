@@ -44,6 +44,17 @@ impl Certs {
         Security::load(&i.ca_cert, &i.cert, &i.key).expect("load")
     }
 
+    /// The cluster's client config, presenting a new certificate for `role`-`id`.
+    fn client_config(&self, c: &DevCluster, role: Role, id: u64) -> rozone_client::ClientConfig {
+        let dir = self.out.path().join(format!("{role}-{id}"));
+        let i = pki::issue(&self.cluster_ca, Caller { role, id }, &[], &dir, DAY).expect("issue");
+        let mut cfg = c.client_config();
+        cfg.ca_cert = Some(i.ca_cert);
+        cfg.cert = Some(i.cert);
+        cfg.key = Some(i.key);
+        cfg
+    }
+
     /// TLS that trusts the cluster CA, presenting `identity` (none: no certificate).
     fn tls(&self, identity: Option<(PathBuf, PathBuf)>) -> ClientTlsConfig {
         let ca = std::fs::read(self.cluster_ca.join(pki::CA_CERT)).expect("ca");
@@ -187,6 +198,7 @@ fn every_port_refuses_callers_without_a_cluster_certificate_of_the_right_role() 
     let c = DevCluster::up(&[]);
     transport_refusals(&c);
     wrong_roles_and_ids_are_denied_and_change_nothing(&c);
+    users_change_only_what_they_own(&c);
     the_cli_without_a_certificate_says_how_to_get_one(&c);
 }
 
@@ -512,6 +524,133 @@ fn wrong_roles_and_ids_are_denied_and_change_nothing(c: &DevCluster) {
     );
     assert_eq!(pipelines_before, c.json(&["admin", "pipeline", "list"]));
     ok(c.cli().args(["sh", "volume", "create", "/after"]));
+}
+
+/// Owners (docs/security.md, "Owners"): a client certificate's user owns the volumes and
+/// buckets it creates; another user may neither change them nor read or write their keys,
+/// and the refusal changes nothing; an admin may do everything. Other roles may not use the
+/// namespace service at all, nor may a user use the multipart calls (they skip the owner
+/// checks).
+fn users_change_only_what_they_own(c: &DevCluster) {
+    use rozone_client::om::ReadMode;
+    use rozone_client::{Client, ClientError};
+    use rozone_proto::om::om_s3_client::OmS3Client;
+    use rozone_proto::om::om_service_client::OmServiceClient;
+
+    let certs = Certs::new(c);
+    let om = port(c.dir.path(), "om", "client");
+    let (c7, c8, admin) = (
+        certs.client_config(c, Role::Client, 7),
+        certs.client_config(c, Role::Client, 8),
+        certs.client_config(c, Role::Admin, 9),
+    );
+    let dn9 = certs.cluster(Role::Datanode, 9).channels();
+    let client7 = certs.cluster(Role::Client, 7).channels();
+    fn refused<T: std::fmt::Debug>(what: &str, r: Result<T, ClientError>, want: &str) {
+        match r {
+            Ok(v) => panic!("{what}: accepted: {v:?}"),
+            Err(ClientError::Status { status, .. }) => {
+                assert_eq!(status.code(), Code::PermissionDenied, "{what}: {status:?}");
+                assert!(
+                    status.message().contains(want),
+                    "{what}: {:?} lacks {want:?}",
+                    status.message()
+                );
+            }
+            Err(e) => panic!("{what}: not a refusal: {e}"),
+        }
+    }
+
+    let rt = runtime();
+    rt.block_on(async {
+        let (u7, u8, root) = (
+            Client::new(&c7).unwrap(),
+            Client::new(&c8).unwrap(),
+            Client::new(&admin).unwrap(),
+        );
+        // client-7 owns what it creates.
+        let v = u7.om.create_volume("seven", "", None).await.unwrap();
+        assert_eq!(v.owner, "client-7");
+        u7.om.create_bucket("seven", "bkt", None).await.unwrap();
+        u7.put_bytes("seven", "bkt", "k", b"mine").await.unwrap();
+        refused(
+            "a volume for someone else",
+            u7.om.create_volume("alices", "alice", None).await,
+            "client-7 may not create volume alices owned by alice",
+        );
+
+        // client-8 may not touch it, read its keys, or write into it.
+        refused(
+            "a bucket in another user's volume",
+            u8.om.create_bucket("seven", "bkt8", None).await,
+            "client-8 may not create bucket bkt8 in volume seven",
+        );
+        refused(
+            "deleting another user's key",
+            u8.om.delete_key("seven", "bkt", "k").await,
+            "client-8 may not delete key seven/bkt/k",
+        );
+        refused(
+            "renaming another user's key",
+            u8.om.rename_key("seven", "bkt", "k", "k2").await,
+            "client-8 may not rename key seven/bkt/k",
+        );
+        refused(
+            "reading another user's key",
+            u8.om.lookup_key("seven", "bkt", "k", ReadMode::Default).await,
+            "client-8 may not read key seven/bkt/k",
+        );
+        refused(
+            "listing another user's keys",
+            u8.om.list_keys("seven", "bkt", "", "", 10).await,
+            "client-8 may not list keys of seven/bkt",
+        );
+        refused(
+            "writing into another user's bucket",
+            u8.put_bytes("seven", "bkt", "k", b"theirs").await,
+            "client-8 may not write key seven/bkt/k",
+        );
+        refused(
+            "deleting another user's bucket",
+            u8.om.delete_bucket("seven", "bkt").await,
+            "client-8 may not delete bucket seven/bkt",
+        );
+        refused(
+            "deleting another user's volume",
+            u8.om.delete_volume("seven").await,
+            "client-8 may not delete volume seven",
+        );
+        // Nothing changed, and the owner still reads its key.
+        assert_eq!(u7.get_bytes("seven", "bkt", "k").await.unwrap(), b"mine");
+        let buckets = u7.om.list_buckets("seven", "").await.unwrap();
+        assert_eq!(buckets.len(), 1, "{buckets:?}");
+
+        // Other roles may not use the namespace service; users may not use multipart.
+        let ch = |f: &ChannelFactory, a: &str| f.lazy(a).expect("channel");
+        denied(
+            "CreateVolume as a datanode",
+            OmServiceClient::new(ch(&dn9, &om))
+                .create_volume(opb::CreateVolumeRequest {
+                    name: "dn".into(),
+                    ..Default::default()
+                })
+                .await,
+            "the namespace and key calls are for client/admin/s3g certificates; the caller is datanode-9",
+        );
+        denied(
+            "CreateMultipartUpload as a client",
+            OmS3Client::new(ch(&client7, &om))
+                .create_multipart_upload(opb::CreateMultipartUploadRequest::default())
+                .await,
+            "CreateMultipartUpload is for s3g/admin certificates; the caller is client-7",
+        );
+
+        // An admin may do everything: read, then delete key, bucket and volume.
+        assert_eq!(root.get_bytes("seven", "bkt", "k").await.unwrap(), b"mine");
+        root.om.delete_key("seven", "bkt", "k").await.unwrap();
+        root.om.delete_bucket("seven", "bkt").await.unwrap();
+        root.om.delete_volume("seven").await.unwrap();
+    });
 }
 
 /// The CLI without certificates fails with one line saying what to set.

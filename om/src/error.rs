@@ -69,6 +69,7 @@ fn refusal_status(r: &Refusal) -> Status {
         Refusal::NoSuchUpload { .. } => (Code::NotFound, C::NoSuchUpload),
         Refusal::InvalidPart { .. } => (Code::InvalidArgument, C::InvalidPart),
         Refusal::PartTooSmall { .. } => (Code::InvalidArgument, C::EntityTooSmall),
+        Refusal::PermissionDenied { .. } => (Code::PermissionDenied, C::PermissionDenied),
     };
     with_code(Status::new(code, msg), c)
 }

@@ -4,6 +4,7 @@
 
 use rozone_kv::rocksdb::DB;
 
+use super::actor::Actor;
 use super::checks::{self, key_args, must_bucket};
 use super::types::{
     AllocateArgs, Allocated, CommitArgs, KeyInfo, ListKeysArgs, OpenArgs, Opened, Page, ReadInfo,
@@ -74,7 +75,7 @@ impl OmNode {
 
     /// Opens a key: checks, blocks from the SCM (or the pool), then `OpenKey` under a new
     /// client id.
-    pub async fn open_key(&self, a: OpenArgs) -> Result<Opened, OmError> {
+    pub async fn open_key(&self, actor: &Actor, a: OpenArgs) -> Result<Opened, OmError> {
         key_args(&a.volume, &a.bucket, &a.key)?;
         checks::exclude(&a.exclude)?;
         let om = &self.config.om;
@@ -88,7 +89,11 @@ impl OmNode {
         }
         self.require_ready_leader()?;
         // Fail fast, before blocks are reserved, on what the state machine would refuse anyway.
-        must_bucket(&self.group.db(), &a.volume, &a.bucket)?;
+        let db = self.group.db();
+        must_bucket(&db, &a.volume, &a.bucket)?;
+        actor.check_bucket(&*db, &a.volume, &a.bucket, || {
+            format!("write key {}", key_path(&a.volume, &a.bucket, &a.key))
+        })?;
         let blocks = if a.size == 0 && a.exclude.is_empty() {
             // Unknown length and nothing to avoid: a block fetched ahead will do.
             let none = Exclude::default();
@@ -117,7 +122,7 @@ impl OmNode {
                 now_ms: now,
                 expires_ms: now.saturating_add(om.open_key_expiry.as_millis() as u64),
             };
-            match self.propose(req).await {
+            match self.propose_as(actor, req).await {
                 Ok(OmResponse::KeyOpened(session)) => return Ok(Opened { client_id, session }),
                 Err(OmError::Refused(Refusal::OpenKeyExists { .. })) => continue,
                 Err(e) => return Err(e),
@@ -128,7 +133,11 @@ impl OmNode {
     }
 
     /// Adds blocks to an open key (`AddBlocks`), asking the SCM only when the key is open.
-    pub async fn allocate_blocks(&self, a: AllocateArgs) -> Result<Allocated, OmError> {
+    pub async fn allocate_blocks(
+        &self,
+        actor: &Actor,
+        a: AllocateArgs,
+    ) -> Result<Allocated, OmError> {
         key_args(&a.id.volume, &a.id.bucket, &a.id.key)?;
         checks::exclude(&a.exclude)?;
         let om = &self.config.om;
@@ -141,8 +150,16 @@ impl OmNode {
         }
         self.require_ready_leader()?;
         let expires_ms = now_ms().saturating_add(om.open_key_expiry.as_millis() as u64);
-        // No SCM blocks for an open key that is not there: let the state machine say why.
-        let blocks = if read::open_key(&self.group.db(), &a.id)?.is_some() {
+        // No SCM blocks for an open key that is not there (let the state machine say why),
+        // nor for a user who may not write it.
+        let db = self.group.db();
+        actor.check_bucket(&*db, &a.id.volume, &a.id.bucket, || {
+            format!(
+                "write key {}",
+                key_path(&a.id.volume, &a.id.bucket, &a.id.key)
+            )
+        })?;
+        let blocks = if read::open_key(&db, &a.id)?.is_some() {
             self.scm_blocks(0, count, &a.exclude).await?
         } else {
             Vec::new()
@@ -153,14 +170,14 @@ impl OmNode {
             expires_ms,
             max_blocks: om.max_blocks_per_key,
         };
-        match self.propose(req).await? {
+        match self.propose_as(actor, req).await? {
             OmResponse::BlocksAdded { expires_ms } => Ok(Allocated { blocks, expires_ms }),
             other => Err(unexpected(other)),
         }
     }
 
     /// Commits an open key (`CommitKey`, or `S3CommitKey` with S3 metadata).
-    pub async fn commit_key(&self, a: CommitArgs) -> Result<KeyInfo, OmError> {
+    pub async fn commit_key(&self, actor: &Actor, a: CommitArgs) -> Result<KeyInfo, OmError> {
         key_args(&a.id.volume, &a.id.bucket, &a.id.key)?;
         checks::block_count("commit", a.blocks.len(), self.config.om.max_blocks_per_key)?;
         if a.checksum.len() > MAX_CHECKSUM {
@@ -196,7 +213,7 @@ impl OmNode {
                 }
             }
         };
-        match self.propose(req).await? {
+        match self.propose_as(actor, req).await? {
             OmResponse::KeyCommitted(k) => key_info(&self.group.db(), k),
             other => Err(unexpected(other)),
         }
@@ -205,6 +222,7 @@ impl OmNode {
     /// One key, read as `read` asks.
     pub async fn lookup_key(
         &self,
+        actor: &Actor,
         read: ReadOptions,
         volume: &str,
         bucket: &str,
@@ -213,6 +231,9 @@ impl OmNode {
         key_args(volume, bucket, key)?;
         let info = self.read_gate(read).await?;
         let db = self.group.db();
+        actor.check_bucket(&*db, volume, bucket, || {
+            format!("read key {}", key_path(volume, bucket, key))
+        })?;
         let Some(k) = read::key(&db, volume, bucket, key)? else {
             must_bucket(&db, volume, bucket)?;
             return Err(Refusal::KeyNotFound {
@@ -226,6 +247,7 @@ impl OmNode {
     /// A page of a bucket's keys, read as `read` asks.
     pub async fn list_keys(
         &self,
+        actor: &Actor,
         read: ReadOptions,
         a: ListKeysArgs,
     ) -> Result<(Page<KeyInfo>, ReadInfo), OmError> {
@@ -236,6 +258,9 @@ impl OmNode {
         let info = self.read_gate(read).await?;
         let db = self.group.db();
         must_bucket(&db, &a.volume, &a.bucket)?;
+        actor.check_bucket(&*db, &a.volume, &a.bucket, || {
+            format!("list keys of {}/{}", a.volume, a.bucket)
+        })?;
         let (ks, truncated) = read::list_keys(
             &db,
             &a.volume,
@@ -254,17 +279,21 @@ impl OmNode {
     /// Deletes a committed key.
     pub async fn delete_key(
         &self,
+        actor: &Actor,
         volume: String,
         bucket: String,
         key: String,
     ) -> Result<(), OmError> {
         key_args(&volume, &bucket, &key)?;
         match self
-            .propose(OmRequest::DeleteKey {
-                volume,
-                bucket,
-                key,
-            })
+            .propose_as(
+                actor,
+                OmRequest::DeleteKey {
+                    volume,
+                    bucket,
+                    key,
+                },
+            )
             .await?
         {
             OmResponse::KeyDeleted => Ok(()),
@@ -275,6 +304,7 @@ impl OmNode {
     /// Renames a committed key within its bucket.
     pub async fn rename_key(
         &self,
+        actor: &Actor,
         volume: String,
         bucket: String,
         from: String,
@@ -283,13 +313,16 @@ impl OmNode {
         key_args(&volume, &bucket, &from)?;
         check_key_name(&to).map_err(OmError::InvalidName)?;
         match self
-            .propose(OmRequest::RenameKey {
-                volume,
-                bucket,
-                from,
-                to,
-                now_ms: now_ms(),
-            })
+            .propose_as(
+                actor,
+                OmRequest::RenameKey {
+                    volume,
+                    bucket,
+                    from,
+                    to,
+                    now_ms: now_ms(),
+                },
+            )
             .await?
         {
             OmResponse::KeyRenamed => Ok(()),

@@ -7,8 +7,9 @@
 //! `crate::service` only decode a request ([`crate::convert`]), call the node and encode
 //! the answer. [`namespace`] holds the volume and bucket calls, [`keys`] and
 //! [`multipart`] the key and multipart upload calls, [`s3`] the S3 credentials, and
-//! [`checks`] the argument checks they share.
+//! [`checks`] the argument checks they share. [`actor`] says whom a client call acts for.
 
+pub mod actor;
 pub mod checks;
 pub mod keys;
 pub mod multipart;
@@ -131,6 +132,15 @@ impl OmNode {
                 Err(e.into())
             }
         }
+    }
+
+    /// Replicates a write on behalf of `actor` (a user's is wrapped in `AsUser`).
+    pub async fn propose_as(
+        &self,
+        actor: &actor::Actor,
+        req: OmRequest,
+    ) -> Result<OmResponse, OmError> {
+        self.propose(actor.wrap(req)).await
     }
 
     /// Decides whether (and after what wait) a read may be served from this node's state.

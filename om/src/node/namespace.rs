@@ -1,6 +1,7 @@
 //! The node's volume and bucket calls: checked, replicated by the leader, or read through
 //! the read-consistency gate.
 
+use super::actor::Actor;
 use super::checks::{list_arg, must_bucket, name, page};
 use super::types::{Page, ReadInfo, ReadOptions};
 use super::{now_ms, unexpected, OmNode};
@@ -39,9 +40,11 @@ impl ListArgs {
 }
 
 impl OmNode {
-    /// Creates a volume; an empty owner is "root".
+    /// Creates a volume; an empty owner is the user creating it, or "root" for a trusted
+    /// caller.
     pub async fn create_volume(
         &self,
+        actor: &Actor,
         volume: String,
         owner: String,
         quota_bytes: Option<u64>,
@@ -52,18 +55,14 @@ impl OmNode {
                 "owner is longer than {MAX_OWNER} bytes"
             )));
         }
-        let owner = if owner.is_empty() {
-            "root".to_string()
-        } else {
-            owner
-        };
+        let owner = actor.volume_owner(owner);
         let req = OmRequest::CreateVolume {
             name: volume,
             owner,
             quota_bytes,
             now_ms: now_ms(),
         };
-        match self.propose(req).await? {
+        match self.propose_as(actor, req).await? {
             OmResponse::VolumeCreated(v) => Ok(v),
             other => Err(unexpected(other)),
         }
@@ -93,10 +92,10 @@ impl OmNode {
         Ok((Page { rows, truncated }, info))
     }
 
-    pub async fn delete_volume(&self, volume: String) -> Result<(), OmError> {
+    pub async fn delete_volume(&self, actor: &Actor, volume: String) -> Result<(), OmError> {
         name("volume", &volume)?;
         match self
-            .propose(OmRequest::DeleteVolume { name: volume })
+            .propose_as(actor, OmRequest::DeleteVolume { name: volume })
             .await?
         {
             OmResponse::VolumeDeleted => Ok(()),
@@ -104,7 +103,11 @@ impl OmNode {
         }
     }
 
-    pub async fn create_bucket(&self, a: CreateBucketArgs) -> Result<Bucket, OmError> {
+    pub async fn create_bucket(
+        &self,
+        actor: &Actor,
+        a: CreateBucketArgs,
+    ) -> Result<Bucket, OmError> {
         name("volume", &a.volume)?;
         name("bucket", &a.name)?;
         let req = OmRequest::CreateBucket {
@@ -115,7 +118,7 @@ impl OmNode {
             quota_bytes: a.quota_bytes,
             now_ms: now_ms(),
         };
-        match self.propose(req).await? {
+        match self.propose_as(actor, req).await? {
             OmResponse::BucketCreated(b) => Ok(b),
             other => Err(unexpected(other)),
         }
@@ -152,14 +155,19 @@ impl OmNode {
         Ok((Page { rows, truncated }, info))
     }
 
-    pub async fn delete_bucket(&self, volume: String, bucket: String) -> Result<(), OmError> {
+    pub async fn delete_bucket(
+        &self,
+        actor: &Actor,
+        volume: String,
+        bucket: String,
+    ) -> Result<(), OmError> {
         name("volume", &volume)?;
         name("bucket", &bucket)?;
         let req = OmRequest::DeleteBucket {
             volume,
             name: bucket,
         };
-        match self.propose(req).await? {
+        match self.propose_as(actor, req).await? {
             OmResponse::BucketDeleted => Ok(()),
             other => Err(unexpected(other)),
         }

@@ -5,14 +5,18 @@ use rozone_proto::om as pb;
 
 use crate::convert::{self, read::read_options};
 use crate::error::OmError;
+use crate::node::actor::Actor;
 use crate::node::namespace::{CreateBucketArgs, ListArgs};
 use crate::node::OmNode;
 
 pub async fn create_volume(
     n: &OmNode,
+    actor: &Actor,
     r: pb::CreateVolumeRequest,
 ) -> Result<pb::CreateVolumeReply, OmError> {
-    let v = n.create_volume(r.name, r.owner, r.quota_bytes).await?;
+    let v = n
+        .create_volume(actor, r.name, r.owner, r.quota_bytes)
+        .await?;
     Ok(pb::CreateVolumeReply {
         volume: Some((&v).into()),
     })
@@ -48,24 +52,29 @@ pub async fn list_volumes(
 
 pub async fn delete_volume(
     n: &OmNode,
+    actor: &Actor,
     r: pb::DeleteVolumeRequest,
 ) -> Result<pb::DeleteVolumeReply, OmError> {
-    n.delete_volume(r.name).await?;
+    n.delete_volume(actor, r.name).await?;
     Ok(pb::DeleteVolumeReply {})
 }
 
 pub async fn create_bucket(
     n: &OmNode,
+    actor: &Actor,
     r: pb::CreateBucketRequest,
 ) -> Result<pb::CreateBucketReply, OmError> {
     let b = n
-        .create_bucket(CreateBucketArgs {
-            replication: convert::replication(r.replication)?,
-            volume: r.volume,
-            name: r.name,
-            versioning: r.versioning,
-            quota_bytes: r.quota_bytes,
-        })
+        .create_bucket(
+            actor,
+            CreateBucketArgs {
+                replication: convert::replication(r.replication)?,
+                volume: r.volume,
+                name: r.name,
+                versioning: r.versioning,
+                quota_bytes: r.quota_bytes,
+            },
+        )
         .await?;
     Ok(pb::CreateBucketReply {
         bucket: Some((&b).into()),
@@ -105,8 +114,9 @@ pub async fn list_buckets(
 
 pub async fn delete_bucket(
     n: &OmNode,
+    actor: &Actor,
     r: pb::DeleteBucketRequest,
 ) -> Result<pb::DeleteBucketReply, OmError> {
-    n.delete_bucket(r.volume, r.name).await?;
+    n.delete_bucket(actor, r.volume, r.name).await?;
     Ok(pb::DeleteBucketReply {})
 }

@@ -5,7 +5,9 @@
 //! Who may call: `GetS3Secret` and `RevokeS3Secret` need the `admin` role (certificates
 //! carry no user identity yet, so a user cannot be told from another); `LookupS3Secret`
 //! needs `s3g` or `admin` (the gateway verifying a signature). Multipart calls
-//! ([`super::multipart`]) are open to any certificate of the cluster, as key calls are.
+//! ([`super::multipart`]) need `s3g` or `admin` too: they write keys without the owner
+//! checks of `OmService`'s key calls (docs/security.md, "Owners"), so a user's client
+//! certificate may not use them.
 
 use std::sync::Arc;
 
@@ -18,7 +20,9 @@ use tonic::{Request, Response, Status};
 use crate::node::OmNode;
 use crate::state::types::S3Secret;
 
-/// Longest user name (and access key id).
+/// Who may call the multipart calls.
+const MULTIPART_ROLES: &[Role] = &[Role::S3g, Role::Admin];
+
 fn reply(s: S3Secret) -> pb::S3SecretReply {
     pb::S3SecretReply {
         access_id: s.access_id,
@@ -61,6 +65,7 @@ impl OmS3 for S3Service {
         &self,
         req: Request<pb::CreateMultipartUploadRequest>,
     ) -> Result<Response<pb::CreateMultipartUploadReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "CreateMultipartUpload")?;
         Ok(Response::new(
             super::multipart::create(&self.node, req.into_inner()).await?,
         ))
@@ -70,6 +75,7 @@ impl OmS3 for S3Service {
         &self,
         req: Request<pb::CommitMultipartPartRequest>,
     ) -> Result<Response<pb::CommitMultipartPartReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "CommitMultipartPart")?;
         Ok(Response::new(
             super::multipart::commit_part(&self.node, req.into_inner()).await?,
         ))
@@ -79,6 +85,7 @@ impl OmS3 for S3Service {
         &self,
         req: Request<pb::CompleteMultipartUploadRequest>,
     ) -> Result<Response<pb::CommitKeyReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "CompleteMultipartUpload")?;
         Ok(Response::new(
             super::multipart::complete(&self.node, req.into_inner()).await?,
         ))
@@ -88,6 +95,7 @@ impl OmS3 for S3Service {
         &self,
         req: Request<pb::AbortMultipartUploadRequest>,
     ) -> Result<Response<pb::AbortMultipartUploadReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "AbortMultipartUpload")?;
         Ok(Response::new(
             super::multipart::abort(&self.node, req.into_inner()).await?,
         ))
@@ -97,6 +105,7 @@ impl OmS3 for S3Service {
         &self,
         req: Request<pb::ListMultipartPartsRequest>,
     ) -> Result<Response<pb::ListMultipartPartsReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "ListMultipartParts")?;
         Ok(Response::new(
             super::multipart::list_parts(&self.node, req.into_inner()).await?,
         ))
@@ -106,6 +115,7 @@ impl OmS3 for S3Service {
         &self,
         req: Request<pb::ListMultipartUploadsRequest>,
     ) -> Result<Response<pb::ListMultipartUploadsReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "ListMultipartUploads")?;
         Ok(Response::new(
             super::multipart::list_uploads(&self.node, req.into_inner()).await?,
         ))

@@ -9,6 +9,7 @@
 //! Must not depend on the OM's services: it is the layer they build on.
 
 pub mod logic;
+pub mod owner;
 pub mod read;
 pub mod request;
 pub mod types;
@@ -37,8 +38,12 @@ pub const CF_S3_UPLOADS: &str = "s3_uploads";
 /// Their parts: the upload's row key, NUL, part number (big-endian) → [`types::S3Part`].
 pub const CF_S3_PARTS: &str = "s3_parts";
 
+/// Owners of buckets a client certificate's user created: `volume/bucket` → user (a
+/// postcard string). A bucket without a row is its volume owner's (and admins').
+pub const CF_BUCKET_OWNERS: &str = "bucket_owners";
+
 /// Every column family of the OM state.
-pub const COLUMN_FAMILIES: [&str; 9] = [
+pub const COLUMN_FAMILIES: [&str; 10] = [
     CF_VOLUMES,
     CF_BUCKETS,
     CF_KEYS,
@@ -48,6 +53,7 @@ pub const COLUMN_FAMILIES: [&str; 9] = [
     CF_S3_SECRETS,
     CF_S3_UPLOADS,
     CF_S3_PARTS,
+    CF_BUCKET_OWNERS,
 ];
 
 /// Row key of a multipart upload.

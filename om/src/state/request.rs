@@ -129,6 +129,15 @@ pub enum OmRequest {
     },
     /// Drops an upload and its parts' blocks.
     S3AbortUpload { upload: UploadId },
+    /// `request` on behalf of `user` (a client certificate's identity, `client-7`): applied
+    /// only if `user` may touch what it names (`logic::owner`: the volume's owner, or the
+    /// bucket's, for key and bucket commands); a bucket it creates is recorded as the
+    /// user's. Requests of admins, the S3 gateway, the OM itself and insecure clusters are
+    /// not wrapped.
+    AsUser {
+        user: String,
+        request: Box<OmRequest>,
+    },
 }
 
 /// A refusal: the same on every member, reported to the client.
@@ -186,6 +195,8 @@ pub enum Refusal {
         size: u64,
         min: u64,
     },
+    #[error("{user} may not {action}: only its owner and admins may")]
+    PermissionDenied { user: String, action: String },
 }
 
 /// The outcome of an [`OmRequest`].

@@ -26,6 +26,7 @@ fn name(r: &OmRequest) -> &'static str {
         OmRequest::S3CommitPart { .. } => "S3CommitPart",
         OmRequest::S3CompleteUpload { .. } => "S3CompleteUpload",
         OmRequest::S3AbortUpload { .. } => "S3AbortUpload",
+        OmRequest::AsUser { .. } => "AsUser",
     }
 }
 
@@ -177,6 +178,14 @@ fn samples() -> Vec<OmRequest> {
             condition: Some(crate::state::types::S3Condition::IfNoneMatchAny),
         },
         OmRequest::S3AbortUpload { upload: upload() },
+        OmRequest::AsUser {
+            user: "client-7".into(),
+            request: Box::new(OmRequest::DeleteKey {
+                volume: "vol".into(),
+                bucket: "b".into(),
+                key: "k/1".into(),
+            }),
+        },
     ]
 }
 

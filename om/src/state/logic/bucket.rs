@@ -5,7 +5,9 @@ use rozone_raft::Txn;
 use super::shared::{get_bucket, get_volume, put, refuse, Applied};
 use crate::state::request::{OmResponse, Refusal};
 use crate::state::types::{Bucket, Replication};
-use crate::state::{bucket_key, keys_prefix, CF_BUCKETS, CF_KEYS, CF_OPEN_KEYS, CF_VOLUMES};
+use crate::state::{
+    bucket_key, keys_prefix, CF_BUCKETS, CF_BUCKET_OWNERS, CF_KEYS, CF_OPEN_KEYS, CF_VOLUMES,
+};
 
 /// `CreateBucket`: refused without the volume or when the name is taken.
 pub(super) fn create(
@@ -62,6 +64,8 @@ pub(super) fn delete(txn: &mut Txn<'_>, volume: String, name: String) -> Applied
         }
     }
     txn.delete(CF_BUCKETS, bucket_key(&volume, &name));
+    // A bucket created later under this name starts with no owner of its own.
+    txn.delete(CF_BUCKET_OWNERS, bucket_key(&volume, &name));
     if let Some(mut v) = get_volume(txn, &volume)? {
         v.bucket_count = v.bucket_count.saturating_sub(1);
         put(txn, CF_VOLUMES, volume.into_bytes(), &v)?;

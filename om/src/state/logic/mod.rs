@@ -1,13 +1,15 @@
 //! [`OmLogic`]: how each OM applies a committed [`OmRequest`] to its state, one function
 //! per command, grouped by what they change: [`volume`], [`bucket`], [`open_key`] (open,
 //! add blocks, expire), [`commit`], [`key`] (delete, rename) and [`deleted`] (the queue
-//! of blocks to delete); [`shared`] has the reads and refusals several of them use.
+//! of blocks to delete); [`as_user`] applies a command on behalf of a user after checking
+//! it may; [`shared`] has the reads and refusals several of them use.
 //!
 //! Every decision reads only rows of this state (through the batch's `Txn`, so an entry
 //! sees earlier entries of its batch) and fields of the request, so every member reaches
 //! the same answer. An `Err` is reserved for local storage failures (including stored
 //! bytes that do not decode): it stops this Raft node rather than letting it diverge.
 
+mod as_user;
 mod bucket;
 mod commit;
 mod deleted;
@@ -199,6 +201,9 @@ impl StateMachineLogic for OmLogic {
                 condition,
             ),
             OmRequest::S3AbortUpload { upload } => multipart::abort(txn, index, upload),
+            OmRequest::AsUser { user, request } => {
+                as_user::apply(txn, user, *request, |txn, req| self.apply(txn, log_id, req))
+            }
         }
     }
 }
