@@ -10,7 +10,8 @@
 //! replica (Ozone's HDDS-17435: BCSID 0, no blocks, recreated by a replay) and a *short*
 //! one (the full BCSID but fewer blocks: a pipeline member that caught up by snapshot and
 //! was closed without the data) are never counted, never used as a source, are replaced by
-//! re-replication and then deleted; a real replica is never deleted while it is the best
+//! re-replication and then deleted (or deleted first, when every datanode that could take
+//! the new copy holds such a replica); a real replica is never deleted while it is the best
 //! one. When the fullest replicas disagree on the digest with no majority, no copy can be
 //! trusted: the container is MISSING (reported, nothing deleted, nothing copied).
 
@@ -276,6 +277,25 @@ pub fn decide(
             if d.sources.is_empty() {
                 d.replicate_to.clear();
             }
+        }
+        // Too few datanodes free to take the copies while non-copies occupy some (a small
+        // cluster: every datanode holds a replica, some of them stale): delete non-copies,
+        // worst first, as many as copies are still short, so a later pass can copy onto
+        // their datanodes. Only when a copy can be made, and never a copy.
+        let short = needed.saturating_sub(d.replicate_to.len());
+        let can_copy = healthy.iter().any(|r| r.node == NodeHealth::Healthy);
+        if short > 0 && can_copy {
+            let deleting = unhealthy
+                .iter()
+                .filter(|dn| inflight.deletes.contains(dn))
+                .count();
+            d.delete = unhealthy
+                .iter()
+                .rev()
+                .copied()
+                .filter(|dn| !inflight.deletes.contains(dn))
+                .take(short.saturating_sub(deleting))
+                .collect();
         }
     } else if healthy.len() > c.wanted || !unhealthy.is_empty() {
         d.verdict = Some(Verdict::OverReplicated);

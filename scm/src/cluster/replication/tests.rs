@@ -275,3 +275,55 @@ fn replicas_without_comparable_digests_are_judged_by_block_count() {
     let rs = vec![rep(1, Closed, 20, 5), short, rep(3, Closed, 20, 5)];
     assert_eq!(decide(&c, &rs, &InflightView::default(), &[]).healthy, 2);
 }
+
+/// Chaos finding 5 (seed 2, 2026-12-06): four datanodes; two CLOSED copies and two stale
+/// QUASI_CLOSED replicas (one copied from the other before the container closed at a higher
+/// BCSID). Every datanode holds a replica, so no target was free, and non-copies were
+/// deleted only once the container had its three copies: it stayed under-replicated for
+/// good. Fails on 32b2589 (no delete while under-replicated).
+#[test]
+fn stale_replicas_on_every_free_datanode_make_room_for_the_missing_copy() {
+    let c = closed(9, 4);
+    let rs = vec![
+        rep(1, Closed, 9, 4),
+        rep(2, QuasiClosed, 7, 3),
+        rep(3, Closed, 9, 4),
+        rep(4, QuasiClosed, 7, 3),
+    ];
+    let all = [1, 2, 3, 4];
+    let d = decide(&c, &rs, &InflightView::default(), &all);
+    assert_eq!(d.verdict(), Verdict::UnderReplicated);
+    assert_eq!(d.healthy, 2);
+    assert!(d.replicate_to.is_empty(), "{d:?}");
+    // One copy short: one non-copy goes, the worst (the higher id among equals).
+    assert_eq!(d.delete, vec![4]);
+    // While that delete is in flight nothing more is deleted.
+    let inflight = InflightView {
+        adds: vec![],
+        deletes: vec![4],
+    };
+    assert!(decide(&c, &rs, &inflight, &all).delete.is_empty());
+    // Once it is gone the freed datanode takes the copy, from the real copies.
+    let rs: Vec<ReplicaView> = rs.into_iter().filter(|r| r.datanode != 4).collect();
+    let d = decide(&c, &rs, &InflightView::default(), &all);
+    assert_eq!(d.replicate_to, vec![4]);
+    assert_eq!(d.sources, vec![1, 3]);
+    assert!(d.delete.is_empty());
+    // With three copies the last non-copy is deleted as before.
+    let mut rs = rs;
+    rs.push(rep(4, Closed, 9, 4));
+    let d = decide(&c, &rs, &InflightView::default(), &all);
+    assert_eq!(d.verdict(), Verdict::OverReplicated);
+    assert_eq!(d.delete, vec![2]);
+}
+
+#[test]
+fn no_room_is_made_when_no_copy_could_be_made() {
+    let c = closed(9, 4);
+    let mut stale = rep(1, Closed, 9, 4);
+    stale.node = NodeHealth::Stale;
+    let rs = vec![stale, rep(2, QuasiClosed, 7, 3), rep(3, QuasiClosed, 7, 3)];
+    let d = decide(&c, &rs, &InflightView::default(), &[1, 2, 3]);
+    assert_eq!(d.verdict(), Verdict::UnderReplicated);
+    assert!(d.delete.is_empty() && d.replicate_to.is_empty(), "{d:?}");
+}
