@@ -147,6 +147,8 @@ pub struct Bucket {
     pub key_count: u64,
     pub created_ms: u64,
     pub modified_ms: u64,
+    /// The user who created it, or its volume's owner.
+    pub owner: String,
 }
 
 impl From<pb_om::BucketInfo> for Bucket {
@@ -162,6 +164,7 @@ impl From<pb_om::BucketInfo> for Bucket {
             key_count: b.key_count,
             created_ms: b.created_ms,
             modified_ms: b.modified_ms,
+            owner: b.owner,
         }
     }
 }

@@ -571,7 +571,8 @@ fn users_change_only_what_they_own(c: &DevCluster) {
         // client-7 owns what it creates.
         let v = u7.om.create_volume("seven", "", None).await.unwrap();
         assert_eq!(v.owner, "client-7");
-        u7.om.create_bucket("seven", "bkt", None).await.unwrap();
+        let b = u7.om.create_bucket("seven", "bkt", None).await.unwrap();
+        assert_eq!(b.owner, "client-7");
         u7.put_bytes("seven", "bkt", "k", b"mine").await.unwrap();
         refused(
             "a volume for someone else",
@@ -624,6 +625,11 @@ fn users_change_only_what_they_own(c: &DevCluster) {
         assert_eq!(u7.get_bytes("seven", "bkt", "k").await.unwrap(), b"mine");
         let buckets = u7.om.list_buckets("seven", "").await.unwrap();
         assert_eq!(buckets.len(), 1, "{buckets:?}");
+        assert_eq!(buckets[0].owner, "client-7");
+        // A bucket an admin makes in client-7's volume is the volume owner's: client-7's.
+        let adm = root.om.create_bucket("seven", "adm", None).await.unwrap();
+        assert_eq!(adm.owner, "client-7");
+        u7.om.delete_bucket("seven", "adm").await.unwrap();
 
         // Other roles may not use the namespace service; users may not use multipart.
         let ch = |f: &ChannelFactory, a: &str| f.lazy(a).expect("channel");

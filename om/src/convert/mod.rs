@@ -130,6 +130,8 @@ impl From<&Bucket> for pb::BucketInfo {
             key_count: b.key_count,
             created_ms: b.created_ms,
             modified_ms: b.modified_ms,
+            // Filled in by the service from the owner rows (`OmNode::bucket_owner`).
+            owner: String::new(),
         }
     }
 }

@@ -155,6 +155,17 @@ impl OmNode {
         Ok((Page { rows, truncated }, info))
     }
 
+    /// Who owns `b`: the user who created it, or its volume's owner.
+    pub fn bucket_owner(&self, b: &Bucket) -> Result<String, OmError> {
+        let db = self.group.db();
+        if let Some(user) = crate::state::owner::bucket_owner(&*db, &b.volume, &b.name)? {
+            return Ok(user);
+        }
+        Ok(read::volume(&db, &b.volume)?
+            .map(|v| v.owner)
+            .unwrap_or_default())
+    }
+
     pub async fn delete_bucket(
         &self,
         actor: &Actor,

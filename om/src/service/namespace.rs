@@ -8,6 +8,14 @@ use crate::error::OmError;
 use crate::node::actor::Actor;
 use crate::node::namespace::{CreateBucketArgs, ListArgs};
 use crate::node::OmNode;
+use crate::state::types::Bucket;
+
+/// A bucket as replies show it, with its owner.
+fn bucket_pb(n: &OmNode, b: &Bucket) -> Result<pb::BucketInfo, OmError> {
+    let mut info = pb::BucketInfo::from(b);
+    info.owner = n.bucket_owner(b)?;
+    Ok(info)
+}
 
 pub async fn create_volume(
     n: &OmNode,
@@ -77,7 +85,7 @@ pub async fn create_bucket(
         )
         .await?;
     Ok(pb::CreateBucketReply {
-        bucket: Some((&b).into()),
+        bucket: Some(bucket_pb(n, &b)?),
     })
 }
 
@@ -88,7 +96,7 @@ pub async fn bucket_info(
     let read = read_options(r.read)?;
     let (b, info) = n.bucket_info(read, &r.volume, &r.name).await?;
     Ok(pb::BucketInfoReply {
-        bucket: Some((&b).into()),
+        bucket: Some(bucket_pb(n, &b)?),
         read_info: Some(info.into()),
     })
 }
@@ -106,7 +114,11 @@ pub async fn list_buckets(
         .list_buckets(read_options(r.read)?, r.volume, list)
         .await?;
     Ok(pb::ListBucketsReply {
-        buckets: page.rows.iter().map(Into::into).collect(),
+        buckets: page
+            .rows
+            .iter()
+            .map(|b| bucket_pb(n, b))
+            .collect::<Result<_, _>>()?,
         truncated: page.truncated,
         read_info: Some(info.into()),
     })

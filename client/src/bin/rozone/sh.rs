@@ -154,6 +154,7 @@ fn show_bucket(b: &Bucket) {
     fields(&[
         ("volume", b.volume.clone()),
         ("name", b.name.clone()),
+        ("owner", b.owner.clone()),
         ("replication", b.replication.clone()),
         ("quota", opt(b.quota_bytes.map(size))),
         ("used", size(b.used_bytes)),
