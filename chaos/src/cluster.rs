@@ -82,11 +82,11 @@ pub struct Cluster {
     owners: Owners,
 }
 
-/// Raft timing of a loopback cluster on a busy 2-core machine.
 /// The OMs' follower lease for LOCAL_LEASE reads (at log limit 0): the bound those reads are
 /// checked against (`checker::lease`).
 pub const FOLLOWER_LEASE: Duration = Duration::from_secs(1);
 
+/// Raft timing of a loopback cluster on a busy 2-core machine.
 const RAFT: &str = "[raft]\nfsync = false\nelection_timeout_min = \"600ms\"\n\
                     election_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
 /// The SCM's judgement of datanodes, shortened so a run sees a datanode lost for good

@@ -571,21 +571,22 @@ async fn final_read(om: &OmClient, rec: &Recorder, reg: &str) -> anyhow::Result<
 }
 
 /// Writes the history, the summary and the daemon logs to `out`.
+/// Writes `ops` to `path`, one JSON object a line.
+fn write_jsonl(path: &std::path::Path, ops: &[Op]) -> anyhow::Result<()> {
+    let mut h = String::new();
+    for op in ops {
+        h.push_str(&serde_json::to_string(op)?);
+        h.push('\n');
+    }
+    std::fs::write(path, h)?;
+    Ok(())
+}
+
 fn save(out: &std::path::Path, dir: &std::path::Path, r: Option<&RunReport>) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
     if let Some(r) = r {
-        let mut h = String::new();
-        for op in &r.history {
-            h.push_str(&serde_json::to_string(op)?);
-            h.push('\n');
-        }
-        std::fs::write(out.join("history.jsonl"), h)?;
-        let mut h = String::new();
-        for op in &r.lease_reads {
-            h.push_str(&serde_json::to_string(op)?);
-            h.push('\n');
-        }
-        std::fs::write(out.join("lease-reads.jsonl"), h)?;
+        write_jsonl(&out.join("history.jsonl"), &r.history)?;
+        write_jsonl(&out.join("lease-reads.jsonl"), &r.lease_reads)?;
         std::fs::write(out.join("summary.txt"), r.summary())?;
     }
     for e in std::fs::read_dir(dir)?.flatten() {

@@ -59,25 +59,25 @@ impl Recorder {
     pub fn value(&self) -> Value {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
+    /// Records `op`, made in `mode`: a LOCAL_LEASE get apart from the history.
     fn record(&self, op: Op, mode: ReadMode) {
-        let list = match mode {
-            ReadMode::LocalLease => &self.lease_reads,
-            _ => &self.history,
+        let list = if op.call == Call::Get && mode == ReadMode::LocalLease {
+            &self.lease_reads
+        } else {
+            &self.history
         };
         list.lock().unwrap_or_else(|p| p.into_inner()).push(op);
     }
     pub fn ops(&self) -> Vec<Op> {
-        self.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        snapshot(&self.history)
     }
     pub fn lease_ops(&self) -> Vec<Op> {
-        self.lease_reads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        snapshot(&self.lease_reads)
     }
+}
+
+fn snapshot(ops: &Mutex<Vec<Op>>) -> Vec<Op> {
+    ops.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 impl Default for Recorder {
@@ -117,11 +117,7 @@ pub async fn run_op(
             return_ns: rec.now(),
             outcome,
         },
-        if call == Call::Get {
-            mode
-        } else {
-            ReadMode::Default
-        },
+        mode,
     );
 }
 

@@ -108,7 +108,7 @@ impl Echoes {
             return None;
         }
         let g = self.by_member.lock().unwrap_or_else(|p| p.into_inner());
-        g.get(&member).cloned()
+        g.get(&member).copied()
     }
 }
 

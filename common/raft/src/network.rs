@@ -179,8 +179,7 @@ impl PeerConn {
 
     /// Decodes a reply of this peer and keeps its clock stamp for the next appends.
     fn decode_reply<T: DeserializeOwned>(&self, reply: RaftReply) -> Result<T, RpcErr> {
-        self.factory.echoes.note(self.target, reply.stamp);
-        decode_reply(reply)
+        decode_stamped(&self.factory.echoes, self.target, reply)
     }
 
     fn with_deadline<T>(req: T, ttl: Duration) -> tonic::Request<T> {
@@ -210,6 +209,16 @@ async fn append_hold_failpoint(target: NodeId) {
     while held() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+}
+
+/// Decodes a reply of `target`, keeping its clock stamp in `echoes` for the next appends.
+fn decode_stamped<T: DeserializeOwned>(
+    echoes: &Echoes,
+    target: NodeId,
+    reply: RaftReply,
+) -> Result<T, RpcErr> {
+    echoes.note(target, reply.stamp);
+    decode_reply(reply)
 }
 
 fn decode_reply<T: DeserializeOwned>(reply: RaftReply) -> Result<T, RpcErr> {
@@ -302,9 +311,11 @@ impl RaftNetworkV2<TypeConfig> for PeerConn {
             let resp = client.stream_append(reqs).await.map_err(status_to_rpc)?;
             let echoes = self.factory.echoes.clone();
             let out = resp.into_inner().map(move |item| {
-                let reply = item.map_err(status_to_rpc)?;
-                echoes.note(target, reply.stamp);
-                decode_reply::<StreamAppendResult<TypeConfig>>(reply)
+                decode_stamped::<StreamAppendResult<TypeConfig>>(
+                    &echoes,
+                    target,
+                    item.map_err(status_to_rpc)?,
+                )
             });
             Ok(Box::pin(out) as BoxStream<'s, _>)
         })

@@ -130,7 +130,7 @@ impl From<&Bucket> for pb::BucketInfo {
             key_count: b.key_count,
             created_ms: b.created_ms,
             modified_ms: b.modified_ms,
-            // Filled in by the service from the owner rows (`OmNode::bucket_owner`).
+            // Filled in by the service from the owner rows (`OmNode::bucket_owners`).
             owner: String::new(),
         }
     }

@@ -6,7 +6,7 @@
 use rozone_raft::Rows;
 
 use crate::error::OmError;
-use crate::state::owner::{bucket_access, volume_access, Access};
+use crate::state::owner::{bucket_access, Access};
 use crate::state::{OmRequest, Refusal};
 
 /// The actor of one call.
@@ -56,31 +56,14 @@ impl Actor {
         let Actor::User(user) = self else {
             return Ok(());
         };
-        deny_unless(bucket_access(rows, user, volume, bucket)?, user, action)
-    }
-
-    /// Refuses unless this actor may change volume `volume`.
-    pub fn check_volume<R: Rows>(
-        &self,
-        rows: &R,
-        volume: &str,
-        action: impl FnOnce() -> String,
-    ) -> Result<(), OmError> {
-        let Actor::User(user) = self else {
-            return Ok(());
-        };
-        deny_unless(volume_access(rows, user, volume)?, user, action)
-    }
-}
-
-fn deny_unless(a: Access, user: &str, action: impl FnOnce() -> String) -> Result<(), OmError> {
-    match a {
-        Access::Allowed => Ok(()),
-        Access::Denied => Err(Refusal::PermissionDenied {
-            user: user.to_string(),
-            action: action(),
+        match bucket_access(rows, user, volume, bucket)? {
+            Access::Allowed => Ok(()),
+            Access::Denied => Err(Refusal::PermissionDenied {
+                user: user.clone(),
+                action: action(),
+            }
+            .into()),
         }
-        .into()),
     }
 }
 

@@ -155,15 +155,12 @@ impl OmNode {
         Ok((Page { rows, truncated }, info))
     }
 
-    /// Who owns `b`: the user who created it, or its volume's owner.
-    pub fn bucket_owner(&self, b: &Bucket) -> Result<String, OmError> {
-        let db = self.group.db();
-        if let Some(user) = crate::state::owner::bucket_owner(&*db, &b.volume, &b.name)? {
-            return Ok(user);
-        }
-        Ok(read::volume(&db, &b.volume)?
-            .map(|v| v.owner)
-            .unwrap_or_default())
+    /// Who owns each of `buckets`: its creator, or its volume's owner.
+    pub fn bucket_owners(&self, buckets: &[Bucket]) -> Result<Vec<String>, OmError> {
+        Ok(crate::state::owner::shown_owners(
+            &*self.group.db(),
+            buckets,
+        )?)
     }
 
     pub async fn delete_bucket(

@@ -10,11 +10,23 @@ use crate::node::namespace::{CreateBucketArgs, ListArgs};
 use crate::node::OmNode;
 use crate::state::types::Bucket;
 
-/// A bucket as replies show it, with its owner.
-fn bucket_pb(n: &OmNode, b: &Bucket) -> Result<pb::BucketInfo, OmError> {
-    let mut info = pb::BucketInfo::from(b);
-    info.owner = n.bucket_owner(b)?;
-    Ok(info)
+/// Buckets as replies show them, with their owners.
+fn buckets_pb(n: &OmNode, buckets: &[Bucket]) -> Result<Vec<pb::BucketInfo>, OmError> {
+    let owners = n.bucket_owners(buckets)?;
+    Ok(buckets
+        .iter()
+        .zip(owners)
+        .map(|(b, owner)| pb::BucketInfo {
+            owner,
+            ..pb::BucketInfo::from(b)
+        })
+        .collect())
+}
+
+/// One bucket as replies show it, with its owner.
+fn bucket_pb(n: &OmNode, b: Bucket) -> Result<pb::BucketInfo, OmError> {
+    let mut one = buckets_pb(n, std::slice::from_ref(&b))?;
+    Ok(one.remove(0))
 }
 
 pub async fn create_volume(
@@ -85,7 +97,7 @@ pub async fn create_bucket(
         )
         .await?;
     Ok(pb::CreateBucketReply {
-        bucket: Some(bucket_pb(n, &b)?),
+        bucket: Some(bucket_pb(n, b)?),
     })
 }
 
@@ -96,7 +108,7 @@ pub async fn bucket_info(
     let read = read_options(r.read)?;
     let (b, info) = n.bucket_info(read, &r.volume, &r.name).await?;
     Ok(pb::BucketInfoReply {
-        bucket: Some(bucket_pb(n, &b)?),
+        bucket: Some(bucket_pb(n, b)?),
         read_info: Some(info.into()),
     })
 }
@@ -114,11 +126,7 @@ pub async fn list_buckets(
         .list_buckets(read_options(r.read)?, r.volume, list)
         .await?;
     Ok(pb::ListBucketsReply {
-        buckets: page
-            .rows
-            .iter()
-            .map(|b| bucket_pb(n, b))
-            .collect::<Result<_, _>>()?,
+        buckets: buckets_pb(n, &page.rows)?,
         truncated: page.truncated,
         read_info: Some(info.into()),
     })

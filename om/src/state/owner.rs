@@ -13,7 +13,7 @@ use std::io;
 
 use rozone_raft::Rows;
 
-use super::types::Volume;
+use super::types::{Bucket, Volume};
 use super::{bucket_key, CF_BUCKETS, CF_BUCKET_OWNERS, CF_VOLUMES};
 
 /// Whether a user may go on.
@@ -36,6 +36,32 @@ impl Access {
 /// The user recorded as the bucket's creator, if any.
 pub fn bucket_owner<R: Rows>(rows: &R, volume: &str, bucket: &str) -> io::Result<Option<String>> {
     rows.get_row(CF_BUCKET_OWNERS, &bucket_key(volume, bucket))
+}
+
+/// Who owns each of `buckets`, as replies show it: the user who created it, or else its
+/// volume's owner (read once for a run of buckets of one volume, as a listing is).
+pub fn shown_owners<R: Rows>(rows: &R, buckets: &[Bucket]) -> io::Result<Vec<String>> {
+    let mut volume_owner: Option<(&str, String)> = None;
+    let mut out = Vec::with_capacity(buckets.len());
+    for b in buckets {
+        if let Some(user) = bucket_owner(rows, &b.volume, &b.name)? {
+            out.push(user);
+            continue;
+        }
+        let owner = match &volume_owner {
+            Some((v, owner)) if *v == b.volume => owner.clone(),
+            _ => {
+                let owner = rows
+                    .get_row::<Volume>(CF_VOLUMES, b.volume.as_bytes())?
+                    .map(|v| v.owner)
+                    .unwrap_or_default();
+                volume_owner = Some((&b.volume, owner.clone()));
+                owner
+            }
+        };
+        out.push(owner);
+    }
+    Ok(out)
 }
 
 /// May `user` change volume `volume` (delete it, create buckets in it)?

@@ -10,61 +10,52 @@ use crate::state::owner::{bucket_access, volume_access, Access};
 use crate::state::request::{OmRequest, OmResponse, Refusal};
 use crate::state::{bucket_key, key_path, CF_BUCKET_OWNERS};
 
-/// What `req` would change, as a refusal names it, and whether `user` may.
-fn access(txn: &Txn<'_>, user: &str, req: &OmRequest) -> std::io::Result<(Access, String)> {
-    let bucket = |v: &str, b: &str, what: String| -> std::io::Result<(Access, String)> {
-        Ok((bucket_access(txn, user, v, b)?, what))
+/// `None` when `user` may apply `req`; else what it may not do, as the refusal names it
+/// (built only then: this runs for every write of a user).
+fn denied(txn: &Txn<'_>, user: &str, req: &OmRequest) -> std::io::Result<Option<String>> {
+    let unless = |a: Access, what: &dyn Fn() -> String| (a == Access::Denied).then(what);
+    let bucket = |v: &str, b: &str, what: &dyn Fn() -> String| {
+        Ok::<_, std::io::Error>(unless(bucket_access(txn, user, v, b)?, what))
     };
     match req {
-        OmRequest::CreateVolume { name, owner, .. } => Ok((
-            if owner == user {
-                Access::Allowed
-            } else {
-                Access::Denied
-            },
-            format!("create volume {name} owned by {owner}"),
-        )),
-        OmRequest::DeleteVolume { name } => Ok((
-            volume_access(txn, user, name)?,
-            format!("delete volume {name}"),
-        )),
-        OmRequest::CreateBucket { volume, name, .. } => Ok((
-            volume_access(txn, user, volume)?,
-            format!("create bucket {name} in volume {volume}"),
-        )),
+        OmRequest::CreateVolume { name, owner, .. } => {
+            Ok((owner != user).then(|| format!("create volume {name} owned by {owner}")))
+        }
+        OmRequest::DeleteVolume { name } => Ok(unless(volume_access(txn, user, name)?, &|| {
+            format!("delete volume {name}")
+        })),
+        OmRequest::CreateBucket { volume, name, .. } => {
+            Ok(unless(volume_access(txn, user, volume)?, &|| {
+                format!("create bucket {name} in volume {volume}")
+            }))
+        }
         OmRequest::DeleteBucket { volume, name } => {
-            bucket(volume, name, format!("delete bucket {volume}/{name}"))
+            bucket(volume, name, &|| format!("delete bucket {volume}/{name}"))
         }
         OmRequest::OpenKey { id, .. }
         | OmRequest::AddBlocks { id, .. }
         | OmRequest::CommitKey { id, .. }
-        | OmRequest::S3CommitKey { id, .. } => bucket(
-            &id.volume,
-            &id.bucket,
-            format!("write key {}", key_path(&id.volume, &id.bucket, &id.key)),
-        ),
+        | OmRequest::S3CommitKey { id, .. } => bucket(&id.volume, &id.bucket, &|| {
+            format!("write key {}", key_path(&id.volume, &id.bucket, &id.key))
+        }),
         OmRequest::DeleteKey {
             volume,
             bucket: b,
             key,
-        } => bucket(
-            volume,
-            b,
-            format!("delete key {}", key_path(volume, b, key)),
-        ),
+        } => bucket(volume, b, &|| {
+            format!("delete key {}", key_path(volume, b, key))
+        }),
         OmRequest::RenameKey {
             volume,
             bucket: b,
             from,
             ..
-        } => bucket(
-            volume,
-            b,
-            format!("rename key {}", key_path(volume, b, from)),
-        ),
+        } => bucket(volume, b, &|| {
+            format!("rename key {}", key_path(volume, b, from))
+        }),
         // The OM's own housekeeping, S3 credentials and multipart uploads are never a
         // user's (the gateway and admins send them unwrapped), nor is a wrapped wrapper.
-        other => Ok((Access::Denied, format!("send {}", command_name(other)))),
+        other => Ok(Some(format!("send {}", command_name(other)))),
     }
 }
 
@@ -87,8 +78,7 @@ pub(super) fn apply(
     req: OmRequest,
     apply: impl FnOnce(&mut Txn<'_>, OmRequest) -> Applied,
 ) -> Applied {
-    let (access, action) = access(txn, &user, &req)?;
-    if access == Access::Denied {
+    if let Some(action) = denied(txn, &user, &req)? {
         return refuse(Refusal::PermissionDenied { user, action });
     }
     let out = apply(txn, req)?;
