@@ -417,6 +417,27 @@ impl ScmClient {
         })
     }
 
+    /// A one-time join token for a certificate of `role` and `id`, redeemable for `ttl`
+    /// (admin only); returns the token and when it expires (ms since the Unix epoch).
+    pub async fn create_join_token(
+        &self,
+        role: &str,
+        id: u64,
+        ttl: std::time::Duration,
+    ) -> Result<(String, u64)> {
+        let r = leader_call!(
+            self,
+            "join-token create",
+            create_join_token,
+            pb::CreateJoinTokenRequest {
+                role: role.to_string(),
+                id,
+                ttl_secs: ttl.as_secs(),
+            }
+        )?;
+        Ok((r.token, r.expires_unix_ms))
+    }
+
     /// Leaves safe mode now; returns whether it was in safe mode.
     pub async fn exit_safe_mode(&self) -> Result<bool> {
         let r = leader_call!(

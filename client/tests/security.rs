@@ -8,6 +8,8 @@
 //! failure on the same calls is shown by `security_plaintext.rs`, which fails there.
 
 mod common;
+#[path = "security/join.rs"]
+mod join;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -200,6 +202,7 @@ fn every_port_refuses_callers_without_a_cluster_certificate_of_the_right_role() 
     wrong_roles_and_ids_are_denied_and_change_nothing(&c);
     users_change_only_what_they_own(&c);
     the_cli_without_a_certificate_says_how_to_get_one(&c);
+    join::join_tokens_give_certificates_once(&c);
 }
 
 /// Plaintext, no certificate, another CA's certificate: refused on every port.

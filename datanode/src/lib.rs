@@ -42,6 +42,13 @@ pub const SERVICE: &str = "rozone-datanode";
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
     let node_id = config.node.id;
     info!(node_id, scm_addrs = ?config.datanode.scm_addrs, data_dir = %config.node.data_dir.display(), volumes = ?config.volumes(), "{SERVICE} starting");
+    // A first start with a join token gets its certificate before anything reads it.
+    rozone_rpc::enroll::ensure_certificate(
+        &config.security,
+        rozone_rpc::Role::Datanode,
+        config.node.id,
+    )
+    .await?;
     let dn = Datanode::start(&config).await?;
     info!(
         node_id,

@@ -43,6 +43,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
         startup = ?config.startup,
         "{SERVICE} starting"
     );
+    // A first start with a join token gets its certificate before anything reads it.
+    rozone_rpc::enroll::ensure_certificate(&config.security, rozone_rpc::Role::Om, config.node.id)
+        .await?;
     let server = server::OmServer::start(config).await?;
     info!(
         node_id,

@@ -38,6 +38,9 @@ pub const SERVICE: &str = "rozone-s3g";
 
 /// Runs a gateway until `shutdown` is cancelled.
 pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<()> {
+    // A first start with a join token gets its certificate before anything reads it.
+    rozone_rpc::enroll::ensure_certificate(&config.security, rozone_rpc::Role::S3g, config.s3g.id)
+        .await?;
     let cc = config.client_config()?;
     cc.security()?.announce(SERVICE);
     let client = Arc::new(rozone_client::Client::new(&cc).context("cluster client")?);

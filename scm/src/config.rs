@@ -2,6 +2,7 @@
 //! and the ring's `[[peers]]`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rozone_config::{
@@ -20,6 +21,15 @@ config_struct! {
         pub peer_addr: SocketAddr = listen_on(9894),
         /// Serves DB checkpoints to SCMs joining the ring with --bootstrap.
         pub checkpoint_addr: SocketAddr = listen_on(9895),
+        /// Enrollment listener (Ozone's SCM security port): processes without a
+        /// certificate redeem a join token here for one. TLS, no client certificate.
+        /// Bound only when ca_key is set.
+        pub enroll_addr: SocketAddr = listen_on(9961),
+        /// The cluster CA's private key (PEM, mode 0600; its certificate is
+        /// security.ca_cert). Set it to let this SCM issue certificates to holders of
+        /// join tokens (`rozone admin join-token create`); every SCM of the ring should
+        /// then have it. Empty: no enrollment port, join tokens refused.
+        pub ca_key: PathBuf = PathBuf::new(),
         /// Size at which a container stops taking blocks and is closed.
         pub container_size: ByteSize = ByteSize::gib(5),
         /// Size of the blocks the SCM hands out; at most container_size.
@@ -126,15 +136,20 @@ impl DaemonConfig for Config {
         self.raft.check(&mut problems);
         check_peers(&self.peers, self.node.id, &mut problems);
         let scm = &self.scm;
-        check_listen_addrs(
-            &[
-                ("scm.client_addr", scm.client_addr),
-                ("scm.peer_addr", scm.peer_addr),
-                ("scm.checkpoint_addr", scm.checkpoint_addr),
-                ("http.addr", self.http.addr),
-            ],
-            &mut problems,
-        );
+        let enrolls = !scm.ca_key.as_os_str().is_empty();
+        let mut listeners = vec![
+            ("scm.client_addr", scm.client_addr),
+            ("scm.peer_addr", scm.peer_addr),
+            ("scm.checkpoint_addr", scm.checkpoint_addr),
+            ("http.addr", self.http.addr),
+        ];
+        if enrolls {
+            listeners.push(("scm.enroll_addr", scm.enroll_addr));
+        }
+        check_listen_addrs(&listeners, &mut problems);
+        problems.check(!(enrolls && self.security.insecure), || {
+            "scm.ca_key is set but security.insecure = true: an insecure cluster issues no certificates".into()
+        });
         problems.check(scm.bootstrap_attempts > 0, || {
             "scm.bootstrap_attempts must be at least 1".into()
         });

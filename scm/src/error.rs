@@ -52,6 +52,9 @@ pub enum ScmError {
     /// Sequence ids could not be had for now (their batch was lost with the leadership).
     #[error("{0}")]
     Unavailable(String),
+    /// A credential was refused (a join token unknown, used or expired).
+    #[error("{0}")]
+    Denied(String),
     #[error("SCM state database: {0}")]
     Storage(#[from] std::io::Error),
     #[error("{0}")]
@@ -88,6 +91,7 @@ impl From<ScmError> for Status {
             }
             ScmError::Exhausted(_) => Status::resource_exhausted(msg),
             ScmError::Unavailable(_) => Status::unavailable(msg),
+            ScmError::Denied(_) => Status::permission_denied(msg),
             ScmError::Storage(_) | ScmError::Internal(_) => Status::internal(msg),
         }
     }

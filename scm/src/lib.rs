@@ -62,6 +62,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> anyhow::Result<
     tokio::fs::create_dir_all(&node.data_dir)
         .await
         .with_context(|| format!("create data dir {}", node.data_dir.display()))?;
+    // A first start with a join token gets its certificate before anything reads it.
+    rozone_rpc::enroll::ensure_certificate(&config.security, rozone_rpc::Role::Scm, config.node.id)
+        .await?;
     let ring = server::ScmServer::start(&config).await?;
     let http_stop = CancellationToken::new();
     let served = rozone_telemetry::http::serve_http(

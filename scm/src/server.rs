@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rozone_raft::{GroupConfig, GroupRegistry, NodeInfo, PeerChannels, RaftGroup};
+use rozone_rpc::pki::Ca;
 use rozone_rpc::{CallScoped, Role};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -22,16 +23,36 @@ use tracing::info;
 use rozone_proto::scm::scm_admin_server::ScmAdminServer;
 use rozone_proto::scm::scm_block_server::ScmBlockServer;
 use rozone_proto::scm::scm_datanode_server::ScmDatanodeServer;
+use rozone_proto::scm::scm_enroll_server::ScmEnrollServer;
 
 use crate::config::Config;
 use crate::node::ScmNode;
 use crate::service::admin::AdminService;
+use crate::service::enroll::EnrollService;
 use crate::service::ring::ScmRingHooks;
 use crate::service::{BlockService, DatanodeService};
 use crate::state::{read, ScmLogic, ScmRequest, ScmResponse, GROUP};
 
 /// How long `--init` waits for its own ring to elect it.
 const INIT_WAIT: Duration = Duration::from_secs(30);
+
+/// The CA and the enrollment listener, when `scm.ca_key` is set: the CA is loaded and
+/// checked at start, so a wrong key stops the start with one line rather than failing
+/// every enrollment.
+async fn bind_enroll(
+    config: &Config,
+) -> anyhow::Result<Option<(Arc<Ca>, tokio::net::TcpListener, SocketAddr)>> {
+    let key = &config.scm.ca_key;
+    if key.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let ca = Ca::load(&config.security.ca_cert, key).context("scm.ca_key")?;
+    let (l, addr) = rozone_raft::server::bind(&config.scm.enroll_addr.to_string())
+        .await
+        .with_context(|| format!("bind scm.enroll_addr {}", config.scm.enroll_addr))?;
+    info!(%addr, "enrollment port: certificates for join tokens");
+    Ok(Some((Arc::new(ca), l, addr)))
+}
 
 /// A running SCM: a ring member and its servers.
 pub struct ScmServer {
@@ -42,6 +63,8 @@ pub struct ScmServer {
     pub peer_addr: SocketAddr,
     pub checkpoint_addr: SocketAddr,
     pub client_addr: SocketAddr,
+    /// The enrollment listener, when this SCM issues certificates (`scm.ca_key`).
+    pub enroll_addr: Option<SocketAddr>,
     servers: Vec<JoinHandle<()>>,
     stop: CancellationToken,
 }
@@ -64,6 +87,7 @@ impl ScmServer {
             rozone_raft::server::bind(&config.scm.client_addr.to_string())
                 .await
                 .with_context(|| format!("bind scm.client_addr {}", config.scm.client_addr))?;
+        let enroll = bind_enroll(config).await?;
         let me = config.peers.iter().find(|p| p.id == config.node.id);
         let info = NodeInfo::new(
             me.map(|p| p.peer_addr.clone())
@@ -116,7 +140,8 @@ impl ScmServer {
             }),
         )
         .server();
-        let servers = vec![
+        let enroll_addr = enroll.as_ref().map(|(_, _, a)| *a);
+        let mut servers = vec![
             rozone_raft::server::spawn_router(
                 "peer",
                 security
@@ -151,12 +176,30 @@ impl ScmServer {
             ),
             crate::leader::background::spawn(node.clone(), stop.clone()),
         ];
+        if let Some((ca, l, addr)) = enroll {
+            let svc = EnrollService {
+                node: node.clone(),
+                ca,
+                enroll_port: addr.port(),
+            };
+            let mut server = security
+                .enroll_server()?
+                .context("scm.ca_key needs mutual TLS (security.insecure is set)")?;
+            servers.push(rozone_raft::server::spawn_router(
+                "enroll",
+                server.add_service(ScmEnrollServer::new(svc)),
+                l,
+                security.connection_cap(),
+                &stop,
+            ));
+        }
         let ring = Self {
             group,
             node,
             peer_addr,
             checkpoint_addr,
             client_addr,
+            enroll_addr,
             servers,
             stop,
         };

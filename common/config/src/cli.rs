@@ -42,6 +42,17 @@ pub struct CommonArgs {
     /// clusters only; logged loudly at start).
     #[arg(long)]
     pub insecure: bool,
+
+    /// Sets security.join_token: redeem this one-time token for this process's
+    /// certificate when its files do not exist yet (also ROZONE_SECURITY__JOIN_TOKEN,
+    /// which keeps it out of the process list).
+    #[arg(long, value_name = "TOKEN")]
+    pub join_token: Option<String>,
+
+    /// Sets security.enroll_addrs (repeat for each SCM): host:port of an SCM's
+    /// enrollment listener, for --join-token.
+    #[arg(long = "enroll-addr", value_name = "HOST:PORT")]
+    pub enroll_addrs: Vec<String>,
 }
 
 impl CommonArgs {
@@ -52,7 +63,9 @@ impl CommonArgs {
             .flag("node.id", self.node_id)
             .flag_path("node.data_dir", self.data_dir.as_deref())
             .flag("http.addr", self.http_addr)
-            .flag("security.insecure", self.insecure.then_some(true));
+            .flag("security.insecure", self.insecure.then_some(true))
+            .flag("security.join_token", self.join_token.clone())
+            .flag_list("security.enroll_addrs", &self.enroll_addrs);
         flags
     }
 }

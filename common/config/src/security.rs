@@ -22,6 +22,17 @@ crate::config_struct! {
         pub cert: PathBuf = PathBuf::from("/etc/rozone/tls/node.crt"),
         /// The certificate's private key (PEM); must be mode 0600.
         pub key: PathBuf = PathBuf::from("/etc/rozone/tls/node.key"),
+        /// A one-time join token (`rozone admin join-token create`): when cert and key
+        /// do not exist yet, the process makes a key, redeems the token at an SCM's
+        /// enrollment port for its certificate, writes both and starts. Ignored once
+        /// the files exist. ca_cert must already be in place.
+        pub join_token: String = String::new(),
+        /// host:port of the SCMs' enrollment listeners (scm.enroll_addr, 9961), for
+        /// join_token.
+        pub enroll_addrs: Vec<String> = vec![],
+        /// DNS names and IPs the certificate from join_token is valid for. Empty:
+        /// this machine's host name, localhost, 127.0.0.1 and ::1.
+        pub cert_hosts: Vec<String> = vec![],
     }
 }
 
@@ -41,12 +52,16 @@ impl SecuritySection {
             ca_cert: dir.join("ca.crt"),
             cert: dir.join(format!("{name}.crt")),
             key: dir.join(format!("{name}.key")),
+            ..Self::default()
         }
     }
 
     /// Records what is wrong with `[security]`.
     pub fn check(&self, problems: &mut Problems) {
         if self.insecure {
+            problems.check(self.join_token.is_empty(), || {
+                "security.join_token is set but security.insecure = true: an insecure process needs no certificate".into()
+            });
             return;
         }
         for (key, path) in [
@@ -56,6 +71,11 @@ impl SecuritySection {
         ] {
             problems.check(!path.as_os_str().is_empty(), || {
                 format!("{key} must name a file (or set security.insecure = true)")
+            });
+        }
+        if !self.join_token.is_empty() {
+            problems.check(!self.enroll_addrs.is_empty(), || {
+                "security.join_token needs security.enroll_addrs (the SCMs' scm.enroll_addr, port 9961)".into()
             });
         }
     }

@@ -57,6 +57,17 @@ impl ChannelFactory {
         }
     }
 
+    /// TLS channels that trust `ca_pem` and present no certificate: only for a process
+    /// that has none yet and asks the SCM for one with a join token ([`crate::enroll`]).
+    pub fn server_auth_only(ca_pem: &[u8]) -> Self {
+        let cfg = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(ca_pem))
+            .timeout(CONNECT_TIMEOUT);
+        Self {
+            tls: Some(Arc::new(cfg)),
+        }
+    }
+
     /// Whether channels use TLS.
     pub fn is_secure(&self) -> bool {
         self.tls.is_some()

@@ -11,7 +11,7 @@
 //!   checked at start; [`pki`]: creating the CA and issuing certificates; [`auth`]: the
 //!   caller's role and id from its certificate, checked at each service's edge;
 //!   [`block_token`]: the OM-signed permission to read or write one block, checked by
-//!   datanodes.
+//!   datanodes; [`enroll`]: a process without a certificate redeeming a join token for one.
 //!
 //! A retryable refusal is `UNAVAILABLE` with two metadata entries: [`RETRY_REASON`]
 //! (`not-leader` or `leader-not-ready`) and, when the refusing node knows one,
@@ -26,6 +26,7 @@ pub mod block_token;
 pub mod call;
 pub mod channel;
 pub mod conns;
+pub mod enroll;
 pub mod error;
 pub mod limits;
 pub mod pki;

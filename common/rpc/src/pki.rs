@@ -112,17 +112,178 @@ pub fn issue_between(
     not_before: SystemTime,
     not_after: SystemTime,
 ) -> Result<Issued, RpcError> {
-    let ca_cert_path = ca_dir.join(CA_CERT);
-    let ca_pem = fs::read_to_string(&ca_cert_path)
-        .map_err(|e| err(format!("read {}", ca_cert_path.display()), e))?;
-    let ca_key_path = ca_dir.join(CA_KEY);
-    let ca_key_pem = fs::read_to_string(&ca_key_path)
-        .map_err(|e| err(format!("read {}", ca_key_path.display()), e))?;
-    let ca_key = KeyPair::from_pem(&ca_key_pem)
-        .map_err(|e| err(format!("parse {}", ca_key_path.display()), e))?;
-    let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key)
-        .map_err(|e| err(format!("parse {}", ca_cert_path.display()), e))?;
+    let ca = Ca::load(&ca_dir.join(CA_CERT), &ca_dir.join(CA_KEY))?;
+    let key = KeyPair::generate().map_err(|e| err("generate a key", e))?;
+    let cert_pem = ca.sign(who, hosts, &key, not_before, not_after)?;
+    let name = who.to_string();
+    let issued = Issued {
+        ca_cert: out.join(CA_CERT),
+        cert: out.join(format!("{name}.crt")),
+        key: out.join(format!("{name}.key")),
+    };
+    write_issued(
+        &issued,
+        &key.serialize_pem(),
+        &cert_pem,
+        (issued.ca_cert != ca_dir.join(CA_CERT)).then_some(ca.cert_pem()),
+    )?;
+    Ok(issued)
+}
 
+/// Writes a certificate's files (the key 0600), creating their directory; the CA
+/// certificate too when given.
+pub fn write_issued(
+    issued: &Issued,
+    key_pem: &str,
+    cert_pem: &str,
+    ca_pem: Option<&str>,
+) -> Result<(), RpcError> {
+    for p in [&issued.cert, &issued.key, &issued.ca_cert] {
+        if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(|e| err(format!("create {}", dir.display()), e))?;
+        }
+    }
+    write_private(&issued.key, key_pem.as_bytes())?;
+    write_public(&issued.cert, cert_pem.as_bytes())?;
+    if let Some(ca) = ca_pem {
+        write_public(&issued.ca_cert, ca.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// The cluster CA loaded for signing: the SCM holds one when it issues certificates to
+/// holders of join tokens (`scm.ca_key`), `rozone admin cert issue` for one certificate.
+pub struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    /// Reads the CA certificate and its key; refuses a key others may read or one that is
+    /// not the certificate's.
+    pub fn load(ca_cert: &Path, ca_key: &Path) -> Result<Self, RpcError> {
+        let pem = fs::read_to_string(ca_cert)
+            .map_err(|e| err(format!("read {}", ca_cert.display()), e))?;
+        let mode = fs::metadata(ca_key)
+            .map_err(|e| err(format!("read {}", ca_key.display()), e))?
+            .permissions()
+            .mode()
+            & 0o777;
+        if mode & 0o077 != 0 {
+            return Err(err(
+                format!("{}", ca_key.display()),
+                format!("mode {mode:04o} lets others read the CA key; want 0600"),
+            ));
+        }
+        let key_pem =
+            fs::read_to_string(ca_key).map_err(|e| err(format!("read {}", ca_key.display()), e))?;
+        let key = KeyPair::from_pem(&key_pem)
+            .map_err(|e| err(format!("parse {}", ca_key.display()), e))?;
+        let issuer = Issuer::from_ca_cert_pem(&pem, key)
+            .map_err(|e| err(format!("parse {}", ca_cert.display()), e))?;
+        let ca = Self { pem, issuer };
+        ca.check_key(ca_cert, ca_key)?;
+        Ok(ca)
+    }
+
+    /// A certificate signed with a key that is not the CA certificate's would be trusted by
+    /// nobody: refuse at load, not at the first handshake.
+    fn check_key(&self, ca_cert: &Path, ca_key: &Path) -> Result<(), RpcError> {
+        let (_, p) = x509_parser::pem::parse_x509_pem(self.pem.as_bytes())
+            .map_err(|e| err(format!("parse {}", ca_cert.display()), e))?;
+        let cert = p
+            .parse_x509()
+            .map_err(|e| err(format!("parse {}", ca_cert.display()), e))?;
+        let spki = rcgen::PublicKeyData::subject_public_key_info(self.issuer.key());
+        if spki != cert.public_key().raw {
+            return Err(err(
+                format!("{}", ca_key.display()),
+                format!("is not the key of {}", ca_cert.display()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The CA certificate (PEM).
+    pub fn cert_pem(&self) -> &str {
+        &self.pem
+    }
+
+    /// Signs a certificate for `who` and `hosts` over `public_key`, valid in the window.
+    pub fn sign(
+        &self,
+        who: Caller,
+        hosts: &[String],
+        public_key: &impl rcgen::PublicKeyData,
+        not_before: SystemTime,
+        not_after: SystemTime,
+    ) -> Result<String, RpcError> {
+        let params = leaf_params(who, hosts, not_before, not_after)?;
+        let cert = params
+            .signed_by(public_key, &self.issuer)
+            .map_err(|e| err("sign the certificate", e))?;
+        Ok(cert.pem())
+    }
+
+    /// Signs a certificate for `who` and `hosts`, valid for `validity` from now, over the
+    /// key of a certificate signing request (DER). The request's signature proves that its
+    /// sender holds the key; everything else in it (names, extensions) is ignored: the
+    /// identity comes from the caller (a redeemed join token), never from the request.
+    pub fn sign_request(
+        &self,
+        csr_der: &[u8],
+        who: Caller,
+        hosts: &[String],
+        validity: Duration,
+    ) -> Result<String, RpcError> {
+        let csr = rcgen::CertificateSigningRequestParams::from_der(&csr_der.to_vec().into())
+            .map_err(|e| RpcError::Invalid(format!("bad certificate signing request: {e}")))?;
+        let now = SystemTime::now();
+        self.sign(
+            who,
+            hosts,
+            &csr.public_key,
+            now - Duration::from_secs(60),
+            now + validity,
+        )
+    }
+}
+
+/// Checks what an enrolling process sent before its join token is spent on it: the
+/// signing request parses and is signed by its key, and every host makes a valid SAN.
+pub fn check_request(csr_der: &[u8], hosts: &[String]) -> Result<(), RpcError> {
+    rcgen::CertificateSigningRequestParams::from_der(&csr_der.to_vec().into())
+        .map_err(|e| RpcError::Invalid(format!("bad certificate signing request: {e}")))?;
+    let who = Caller {
+        role: crate::Role::Client,
+        id: 1,
+    };
+    let now = SystemTime::now();
+    leaf_params(who, hosts, now, now + Duration::from_secs(1)).map(drop)
+}
+
+/// A new key and a certificate signing request over it (DER), for enrolling with a join
+/// token: the key never leaves the process that made it.
+pub fn new_request() -> Result<(KeyPair, Vec<u8>), RpcError> {
+    let key = KeyPair::generate().map_err(|e| err("generate a key", e))?;
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "rozone join");
+    params.distinguished_name = dn;
+    let csr = params
+        .serialize_request(&key)
+        .map_err(|e| err("make a certificate signing request", e))?;
+    Ok((key, csr.der().to_vec()))
+}
+
+/// The certificate of a rozone process: its identity as CN and SAN URI, its hosts as
+/// DNS/IP SANs, usable as server and client certificate.
+fn leaf_params(
+    who: Caller,
+    hosts: &[String],
+    not_before: SystemTime,
+    not_after: SystemTime,
+) -> Result<CertificateParams, RpcError> {
     let mut params = CertificateParams::default();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, who.to_string());
@@ -138,6 +299,9 @@ pub fn issue_between(
         }
         let san = match h.parse::<IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
+            Err(_) if !is_dns_name(h) => return Err(RpcError::Invalid(format!(
+                "host {h:?} is neither an IP address nor a DNS name (letters, digits, '-' and '.')"
+            ))),
             Err(_) => SanType::DnsName(
                 h.to_string()
                     .try_into()
@@ -158,24 +322,20 @@ pub fn issue_between(
     params.use_authority_key_identifier_extension = true;
     params.not_before = OffsetDateTime::from(not_before);
     params.not_after = OffsetDateTime::from(not_after);
-    let key = KeyPair::generate().map_err(|e| err("generate a key", e))?;
-    let cert = params
-        .signed_by(&key, &issuer)
-        .map_err(|e| err("sign the certificate", e))?;
+    Ok(params)
+}
 
-    fs::create_dir_all(out).map_err(|e| err(format!("create {}", out.display()), e))?;
-    let name = who.to_string();
-    let issued = Issued {
-        ca_cert: out.join(CA_CERT),
-        cert: out.join(format!("{name}.crt")),
-        key: out.join(format!("{name}.key")),
-    };
-    write_private(&issued.key, key.serialize_pem().as_bytes())?;
-    write_public(&issued.cert, cert.pem().as_bytes())?;
-    if issued.ca_cert != ca_cert_path {
-        write_public(&issued.ca_cert, ca_pem.as_bytes())?;
-    }
-    Ok(issued)
+/// A host name as DNS allows it: dot-separated labels of 1 to 63 letters, digits and '-',
+/// neither starting nor ending with '-', at most 253 bytes in all.
+fn is_dns_name(h: &str) -> bool {
+    h.len() <= 253
+        && h.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
 }
 
 /// Writes a key readable by its owner only: created 0600, and forced to 0600 if it existed.

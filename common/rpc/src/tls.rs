@@ -248,6 +248,24 @@ impl Security {
         b.tls_config(tls)
             .map_err(|e| RpcError::Tls(format!("server TLS config: {e}")))
     }
+
+    /// A server builder for the one port that serves callers without a certificate: the
+    /// SCM's enrollment port, where a process redeems a join token for its first
+    /// certificate. TLS with this process's certificate (the caller checks it against the
+    /// cluster CA), no client certificate asked for. `None` when insecure: an insecure
+    /// cluster has no certificates to hand out.
+    pub fn enroll_server(&self) -> Result<Option<Server>, RpcError> {
+        let Some(m) = &self.material else {
+            return Ok(None);
+        };
+        let tls = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&m.cert_pem, &m.key_pem))
+            .timeout(HANDSHAKE_TIMEOUT);
+        let b = self.limits.apply(Server::builder().tcp_nodelay(true));
+        b.tls_config(tls)
+            .map(Some)
+            .map_err(|e| RpcError::Tls(format!("enrollment server TLS config: {e}")))
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use rozone_rpc::Role;
 use tonic::{Request, Response, Status};
 
 use crate::convert;
-use crate::error::ScmError;
+use crate::error::{Invalid, ScmError};
 use crate::node::ScmNode;
 
 pub struct AdminService(pub Arc<ScmNode>);
@@ -125,5 +125,30 @@ impl ScmAdmin for AdminService {
     ) -> Result<Response<pb::ReplicationManagerStatusReply>, Status> {
         let s = self.0.replication_status()?;
         Ok(Response::new(convert::rm_status(s)))
+    }
+
+    async fn create_join_token(
+        &self,
+        req: Request<pb::CreateJoinTokenRequest>,
+    ) -> Result<Response<pb::CreateJoinTokenReply>, Status> {
+        require_role(&req, &[Role::Admin], "CreateJoinToken")?;
+        if self.0.cfg.ca_key.as_os_str().is_empty() {
+            return Err(ScmError::FailedPrecondition(
+                "this SCM issues no certificates (scm.ca_key is not set), so a join token could not be redeemed"
+                    .into(),
+            )
+            .into());
+        }
+        let r = req.into_inner();
+        let role = r
+            .role
+            .parse::<Role>()
+            .map_err(|e| ScmError::from(Invalid(e)))?;
+        let ttl = std::time::Duration::from_secs(r.ttl_secs);
+        let (token, expires_unix_ms) = self.0.create_join_token(role, r.id, ttl).await?;
+        Ok(Response::new(pb::CreateJoinTokenReply {
+            token,
+            expires_unix_ms,
+        }))
     }
 }

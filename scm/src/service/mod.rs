@@ -1,6 +1,6 @@
 //! The SCM's gRPC services on the client port, over [`crate::node::ScmNode`]:
 //! `ScmDatanode` (register, heartbeat) and `ScmBlock` (allocate, delete blocks) here,
-//! `ScmAdmin` in [`admin`], and the SCM's hooks of the shared `Ring` service in [`ring`].
+//! `ScmAdmin` in [`admin`], `ScmEnroll` (its own port, join tokens) in [`enroll`], and the SCM's hooks of the shared `Ring` service in [`ring`].
 //! Each handler checks the caller, decodes the request ([`crate::convert`]), calls the node
 //! and encodes its answer. The only code that returns `tonic::Status`: every refusal is a
 //! [`crate::error::ScmError`] mapped by its one `From` (Raft refusals as the Raft layer
@@ -14,6 +14,7 @@
 //! heartbeat replies too).
 
 pub mod admin;
+pub mod enroll;
 pub mod ring;
 
 use std::sync::Arc;

@@ -15,6 +15,7 @@
 //! Must not depend on the OM or datanode crates, nor on the SCM's services: it is the layer
 //! they build on.
 
+pub mod join_tokens;
 pub mod logic;
 pub mod read;
 pub mod registry;

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::join_tokens::JoinTokenRecord;
 use super::secret_keys::SecretKeyRecord;
 use super::types::{ContainerEvent, ContainerInfo, ContainerState, DatanodeRecord, PipelineInfo};
 
@@ -57,6 +58,11 @@ pub enum ScmRequest {
     /// Forgets the secret keys whose `keep_until_ms` is at or before `now_ms` (stamped by
     /// the leader).
     RemoveExpiredSecretKeys { now_ms: u64 },
+    /// Adds a one-time join token (its digest; expired tokens are dropped first).
+    AddJoinToken(JoinTokenRecord),
+    /// Redeems the join token with this digest at `now_ms` (stamped by the leader): its row
+    /// is removed whatever the outcome.
+    RedeemJoinToken { digest: Vec<u8>, now_ms: u64 },
 }
 
 /// The outcome of an [`ScmRequest`].
@@ -173,6 +179,18 @@ pub enum ScmResponse {
     /// How many keys were forgotten.
     SecretKeysRemoved {
         removed: u64,
+    },
+    JoinTokenAdded {
+        expires_ms: u64,
+    },
+    /// The token's redeemer gets a certificate of this role and id.
+    JoinTokenRedeemed {
+        role: String,
+        id: u64,
+    },
+    /// A malformed token, or one unknown, used or expired.
+    JoinTokenRefused {
+        reason: String,
     },
 }
 

@@ -21,6 +21,8 @@ fn name(r: &ScmRequest) -> &'static str {
         ScmRequest::RecordSafeModeLeft { .. } => "RecordSafeModeLeft",
         ScmRequest::AddSecretKey(_) => "AddSecretKey",
         ScmRequest::RemoveExpiredSecretKeys { .. } => "RemoveExpiredSecretKeys",
+        ScmRequest::AddJoinToken(_) => "AddJoinToken",
+        ScmRequest::RedeemJoinToken { .. } => "RedeemJoinToken",
     }
 }
 
@@ -88,6 +90,17 @@ fn samples() -> Vec<ScmRequest> {
         }),
         ScmRequest::RemoveExpiredSecretKeys {
             now_ms: 1_700_090_000_000,
+        },
+        ScmRequest::AddJoinToken(crate::state::join_tokens::JoinTokenRecord {
+            digest: (0..32).collect(),
+            role: "datanode".into(),
+            id: 4,
+            created_ms: 1_700_000_000_000,
+            expires_ms: 1_700_003_600_000,
+        }),
+        ScmRequest::RedeemJoinToken {
+            digest: (0..32).collect(),
+            now_ms: 1_700_000_100_000,
         },
     ]
 }

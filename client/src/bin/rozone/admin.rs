@@ -41,6 +41,9 @@ pub enum AdminCommand {
     /// Certificates of the cluster's processes (local files).
     #[command(subcommand)]
     Cert(crate::certs::CertCommand),
+    /// One-time join tokens: certificates for new processes without copying keys.
+    #[command(subcommand)]
+    JoinToken(crate::certs::JoinTokenCommand),
     /// S3 credentials.
     #[command(subcommand)]
     S3(crate::s3::S3AdminCommand),
@@ -143,7 +146,7 @@ pub async fn run(
             return Ok(ExitCode::SUCCESS);
         }
         AdminCommand::Cert(c) => {
-            crate::certs::cert(c)?;
+            crate::certs::cert(c).await?;
             return Ok(ExitCode::SUCCESS);
         }
         _ => {}
@@ -220,6 +223,21 @@ pub async fn run(
             }
         }
         AdminCommand::Safemode(c) => safemode(client.scm()?, as_json, c).await?,
+        AdminCommand::JoinToken(crate::certs::JoinTokenCommand::Create { role, id, ttl }) => {
+            let (token, expires) = client
+                .scm()?
+                .create_join_token(role.as_str(), id, ttl)
+                .await?;
+            if as_json {
+                json(&serde_json::json!({ "token": token, "expires_unix_ms": expires }))?
+            } else {
+                println!("{token}");
+                eprintln!(
+                    "one-time token for {role}-{id}, redeemable until {}",
+                    time(expires)
+                );
+            }
+        }
         // Local files, handled above without a client.
         AdminCommand::Ca(_) | AdminCommand::Cert(_) => {}
         AdminCommand::Replicationmanager(RmCommand::Status) => {

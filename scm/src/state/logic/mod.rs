@@ -141,6 +141,10 @@ impl StateMachineLogic for ScmLogic {
             ScmRequest::RemoveExpiredSecretKeys { now_ms } => {
                 super::secret_keys::remove_expired(txn, now_ms)
             }
+            ScmRequest::AddJoinToken(t) => super::join_tokens::add(txn, t),
+            ScmRequest::RedeemJoinToken { digest, now_ms } => {
+                super::join_tokens::redeem(txn, &digest, now_ms)
+            }
         }
     }
 }

@@ -78,6 +78,21 @@ impl DevTls {
         )
     }
 
+    /// The `[scm]` lines that let an SCM issue certificates for join tokens: the dev
+    /// cluster's CA key and an enrollment port.
+    pub fn scm_enroll_lines(&self, port: u16) -> String {
+        let key = self.dir.join("ca").join(pki::CA_KEY);
+        format!(
+            "enroll_addr = \"127.0.0.1:{port}\"\nca_key = {:?}\n",
+            key.display().to_string()
+        )
+    }
+
+    /// The cluster CA certificate.
+    pub fn ca_cert(&self) -> PathBuf {
+        self.dir.join(pki::CA_CERT)
+    }
+
     /// `client` presenting the CLI's admin certificate.
     pub fn client(&self, mut client: ClientConfig) -> ClientConfig {
         let (ca, cert, key) = self.files(ADMIN);

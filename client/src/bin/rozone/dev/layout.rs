@@ -52,6 +52,9 @@ pub struct Node {
     /// SCM checkpoint port; datanode replication port; unused (0) for OM.
     pub extra: u16,
     pub http: u16,
+    /// SCM enrollment port (join tokens); 0 for others, and in layouts written before it.
+    #[serde(default)]
+    pub enroll: u16,
 }
 
 impl Node {
@@ -85,6 +88,7 @@ impl Layout {
         ] {
             for id in 1..=n {
                 let extra = if kind == Kind::Om { 0 } else { port()? };
+                let enroll = if kind == Kind::Scm { port()? } else { 0 };
                 nodes.push(Node {
                     kind,
                     id,
@@ -92,6 +96,7 @@ impl Layout {
                     peer: port()?,
                     extra,
                     http: port()?,
+                    enroll,
                 });
             }
         }
@@ -121,8 +126,32 @@ impl Layout {
             peer: 0,
             extra: 0,
             http: port()?,
+            enroll: 0,
         });
         Ok(true)
+    }
+
+    /// Gives SCMs of a layout written before join tokens an enrollment port. True if any
+    /// was added.
+    pub fn add_enroll_ports(&mut self) -> anyhow::Result<bool> {
+        let mut picker = Picker::new()?;
+        let mut added = false;
+        for n in self.nodes.iter_mut() {
+            if n.kind == Kind::Scm && n.enroll == 0 {
+                n.enroll = picker.port()?;
+                added = true;
+            }
+        }
+        Ok(added)
+    }
+
+    /// The SCMs' enrollment addresses (for `--enroll-addr`).
+    pub fn enroll_addrs(&self) -> Vec<String> {
+        self.of(Kind::Scm)
+            .iter()
+            .filter(|n| n.enroll != 0)
+            .map(|n| format!("127.0.0.1:{}", n.enroll))
+            .collect()
     }
 
     pub fn of(&self, kind: Kind) -> Vec<&Node> {

@@ -204,7 +204,8 @@ impl Up {
         let fresh = existing.is_none();
         let mut layout = match existing {
             Some(mut l) => {
-                if l.add_gateway()? {
+                let gateway = l.add_gateway()?;
+                if l.add_enroll_ports()? || gateway {
                     l.save(&dir)?;
                 }
                 for (kind, want) in [(Kind::Scm, scms), (Kind::Om, oms), (Kind::Datanode, dns)] {
@@ -260,7 +261,12 @@ impl Up {
         for n in &layout.nodes {
             let nd = dir.join(n.name());
             std::fs::create_dir_all(&nd).with_context(|| format!("create {}", nd.display()))?;
-            let config = daemon_config(&layout, n, &nd, &extra[&n.kind]);
+            let mut lines = extra[&n.kind].clone();
+            if n.kind == Kind::Scm && n.enroll != 0 && !self.insecure {
+                // Every SCM may issue certificates for join tokens (docs/security.md).
+                lines.push_str(&tls.scm_enroll_lines(n.enroll));
+            }
+            let config = daemon_config(&layout, n, &nd, &lines);
             let security = if self.insecure {
                 "[security]\ninsecure = true\n".to_string()
             } else {
@@ -333,6 +339,12 @@ impl Up {
         let client_toml = dir.join("client.toml");
         write_atomic(&client_toml, &client.to_toml())?;
         let took = started.elapsed();
+        // Where a process with a join token gets its certificate (none when insecure).
+        let (enroll_addrs, ca_cert) = if self.insecure {
+            (Vec::new(), None)
+        } else {
+            (layout.enroll_addrs(), Some(tls.ca_cert()))
+        };
         if as_json {
             crate::output::json(&serde_json::json!({
                 "dir": dir,
@@ -342,6 +354,8 @@ impl Up {
                 "om_addrs": client.om_addrs,
                 "scm_addrs": client.scm_addrs,
                 "s3_endpoint": client.s3_endpoint,
+                "enroll_addrs": enroll_addrs,
+                "ca_cert": ca_cert,
                 "pids": self.pids.iter().map(|p| serde_json::json!({"name": p.name, "pid": p.pid})).collect::<Vec<_>>(),
             }))?;
         } else {
@@ -359,6 +373,12 @@ impl Up {
             }
             if let Some(e) = &client.s3_endpoint {
                 println!("S3 endpoint: {e} (credentials: rozone s3 getsecret)");
+            }
+            if let (Some(e), Some(ca)) = (enroll_addrs.first(), &ca_cert) {
+                println!(
+                    "Join tokens: rozone admin join-token create --role ROLE --id N; redeem at {e} (CA {})",
+                    ca.display()
+                );
             }
             println!(
                 "\nUse it:\n  export ROZONE_CONFIG={}",
