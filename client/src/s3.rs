@@ -240,6 +240,37 @@ impl OmClient {
             .and_then(crate::types::Key::try_from)
     }
 
+    /// A server-side copy (S3 CopyObject): `dst_key` in `dst_bucket` becomes a key with
+    /// the blocks of `source` (as looked up; refused with FAILED_PRECONDITION if the key
+    /// changed since) and `meta`. No byte is read or written: the blocks are shared.
+    pub async fn copy_key(
+        &self,
+        source: &crate::types::Key,
+        dst_bucket: &str,
+        dst_key: &str,
+        meta: &crate::types::S3Meta,
+    ) -> Result<crate::types::Key> {
+        let req = pb::CopyKeyRequest {
+            volume: source.volume.clone(),
+            src_bucket: source.bucket.clone(),
+            src_key: source.name.clone(),
+            dst_bucket: dst_bucket.into(),
+            dst_key: dst_key.into(),
+            src_blocks: source.blocks.iter().map(|b| b.block_id.into()).collect(),
+            meta: Some(meta.into()),
+        };
+        let r = self
+            .s3_call(
+                "copy key",
+                req,
+                |mut c, r| async move { c.copy_key(r).await },
+            )
+            .await?;
+        r.key
+            .ok_or_else(|| missing("key"))
+            .and_then(crate::types::Key::try_from)
+    }
+
     pub async fn abort_multipart_upload(
         &self,
         volume: &str,

@@ -1,15 +1,16 @@
-//! CopyObject and UploadPartCopy: the gateway reads the source key (or a byte range of
-//! it) from the datanodes and writes it as the destination key or part (no byte goes back
-//! to the S3 client), hashing it for the new ETag. CopyObject copies the metadata
+//! CopyObject and UploadPartCopy. CopyObject shares the source's blocks: the OM makes the
+//! destination a key with the source's block list (`CopyKey`), counting a reference per
+//! shared block, so no byte is read or written and deleting either key leaves the other's
+//! data (a block goes when its last key does). It copies the metadata
 //! (`x-amz-metadata-directive: COPY`, the default) or replaces it (`REPLACE`, from the
-//! request). Blocks are not shared between keys: the bytes are copied, so deleting either
-//! key never touches the other's data.
+//! request); the ETag is the source's (the bytes are the same). UploadPartCopy reads the
+//! source key (or a byte range of it) from the datanodes and writes it as the part (no
+//! byte goes back to the S3 client), hashing it for the part's ETag.
 
 use std::ops::Range;
 
 use rozone_client::key_read::KeyReader;
 use rozone_client::key_write::{KeyWriter, Written};
-use rozone_client::om::S3Commit;
 use rozone_client::types::{Key, S3Meta};
 use s3s::dto::*;
 use s3s::{s3_error, S3Request, S3Result};
@@ -18,7 +19,7 @@ use crate::body::Upload;
 use crate::core::{Gateway, Metrics};
 use crate::mapping::{bucket_name, etag, hex, metadata_in, s3_error, timestamp};
 use crate::multipart::part_number;
-use crate::objects::{read_conditions, DEFAULT_CONTENT_TYPE};
+use crate::objects::{key_etag, read_conditions, DEFAULT_CONTENT_TYPE};
 
 /// Bytes buffered between the source read and the destination write.
 const COPY_BUFFER: usize = 1 << 20;
@@ -176,25 +177,21 @@ pub async fn copy_object(
         (old.content_type.clone(), old.metadata.clone())
     };
 
-    let (written, md5) = copy_span(g, &k, 0..k.size, &i.bucket, &i.key).await?;
+    if (k.bucket.as_str(), k.name.as_str()) == (i.bucket.as_str(), i.key.as_str()) && !replace {
+        return Err(s3_error!(
+            InvalidRequest,
+            "copying an object to itself changes nothing: set x-amz-metadata-directive: REPLACE"
+        ));
+    }
     let meta = S3Meta {
-        etag: hex(&md5),
+        etag: key_etag(&k),
         content_type,
         metadata,
     };
-    let writer = KeyWriter {
-        om: &g.client.om,
-        datanodes: &g.client.datanodes,
-        opts: &g.client.write,
-    };
-    let new = writer
-        .commit(
-            &written,
-            Some(S3Commit {
-                meta: &meta,
-                condition: None,
-            }),
-        )
+    let new = g
+        .client
+        .om
+        .copy_key(&k, &i.bucket, &i.key, &meta)
         .await
         .map_err(s3_error)?;
     Ok(CopyObjectOutput {

@@ -242,6 +242,31 @@ async fn s3_operations_through_the_gateway() {
         .await
         .unwrap_err();
     assert_eq!(code(&e), "NoSuchKey");
+    // The copies share the source's blocks: no byte was read or written for them.
+    let block_ids = |key: &str| {
+        let out = c.cli(&["--json", "sh", "key", "info", &format!("/s3v/bkt1/{key}")]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("key info JSON");
+        v["blocks"]
+            .as_array()
+            .expect("blocks")
+            .iter()
+            .map(|b| b["block_id"].clone())
+            .collect::<Vec<_>>()
+    };
+    let src_blocks = block_ids("dir/obj");
+    assert!(!src_blocks.is_empty());
+    assert_eq!(block_ids("dir/copy1"), src_blocks);
+    assert_eq!(block_ids("dir/copy2"), src_blocks);
+    // Onto itself only with new metadata, as S3.
+    let e = s3
+        .copy_object()
+        .bucket("bkt1")
+        .key("dir/obj")
+        .copy_source("bkt1/dir/obj")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "InvalidRequest");
 
     // Conditional writes: create-only and compare-and-set on the ETag.
     let e = s3
@@ -277,6 +302,23 @@ async fn s3_operations_through_the_gateway() {
         cas.e_tag(),
         Some(format!("\"{}\"", md5_hex(b"new")).as_str())
     );
+    // The source replaced and one copy deleted, the other copy still reads whole: its
+    // blocks lost a reference each time, not their data.
+    s3.delete_object()
+        .bucket("bkt1")
+        .key("dir/copy2")
+        .send()
+        .await
+        .unwrap();
+    let got = s3
+        .get_object()
+        .bucket("bkt1")
+        .key("dir/copy1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.e_tag(), Some(etag.as_str()));
+    assert_eq!(got.body.collect().await.unwrap().into_bytes(), body);
     s3.put_object()
         .bucket("bkt1")
         .key("fresh")

@@ -299,9 +299,11 @@ fn leaf_params(
         }
         let san = match h.parse::<IpAddr>() {
             Ok(ip) => SanType::IpAddress(ip),
-            Err(_) if !is_dns_name(h) => return Err(RpcError::Invalid(format!(
+            Err(_) if !is_dns_name(h) => {
+                return Err(RpcError::Invalid(format!(
                 "host {h:?} is neither an IP address nor a DNS name (letters, digits, '-' and '.')"
-            ))),
+            )))
+            }
             Err(_) => SanType::DnsName(
                 h.to_string()
                     .try_into()

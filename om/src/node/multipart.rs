@@ -8,7 +8,7 @@ use super::types::{
 };
 use super::{now_ms, unexpected, OmNode};
 use crate::error::OmError;
-use crate::state::types::{OpenKeyId, S3Part, S3Upload, UploadId};
+use crate::state::types::{KeyCopy, OpenKeyId, S3Part, S3Upload, UploadId};
 use crate::state::{key_path, read, OmRequest, OmResponse, Refusal};
 
 /// S3's smallest part but the last.
@@ -94,6 +94,24 @@ impl OmNode {
             condition: a.condition,
         };
         match self.propose(req).await? {
+            OmResponse::KeyCommitted(k) => key_info(&self.group.db(), k),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A server-side copy sharing the source's blocks (S3 CopyObject); `c.src_blocks` are
+    /// the source's blocks as the caller saw them, `c.now_ms` is set here.
+    pub async fn copy_key(&self, mut c: KeyCopy) -> Result<KeyInfo, OmError> {
+        key_args(&c.volume, &c.src_bucket, &c.src_key)?;
+        key_args(&c.volume, &c.dst_bucket, &c.dst_key)?;
+        checks::block_count(
+            "copy",
+            c.src_blocks.len(),
+            self.config.om.max_blocks_per_key,
+        )?;
+        checks::s3_meta(&c.meta)?;
+        c.now_ms = now_ms();
+        match self.propose(OmRequest::CopyKey(c)).await? {
             OmResponse::KeyCommitted(k) => key_info(&self.group.db(), k),
             other => Err(unexpected(other)),
         }

@@ -38,6 +38,32 @@ pub async fn complete(
     Ok(pb::CommitKeyReply { key: Some(key) })
 }
 
+pub async fn copy_key(n: &OmNode, r: pb::CopyKeyRequest) -> Result<pb::CommitKeyReply, OmError> {
+    let src_blocks = r
+        .src_blocks
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| crate::convert::block_id(Some(b), &format!("src_blocks[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let meta = crate::convert::keys::s3_meta(r.meta.unwrap_or_default());
+    let key = n
+        .copy_key(crate::state::types::KeyCopy {
+            volume: r.volume,
+            src_bucket: r.src_bucket,
+            src_key: r.src_key,
+            dst_bucket: r.dst_bucket,
+            dst_key: r.dst_key,
+            src_blocks,
+            meta,
+            now_ms: 0,
+        })
+        .await?;
+    let mut key = [pb::KeyInfo::from(&key)];
+    n.tokens.sign_keys(&n.scm, &mut key).await?;
+    let [key] = key;
+    Ok(pb::CommitKeyReply { key: Some(key) })
+}
+
 pub async fn abort(
     n: &OmNode,
     r: pb::AbortMultipartUploadRequest,

@@ -91,6 +91,16 @@ impl OmS3 for S3Service {
         ))
     }
 
+    async fn copy_key(
+        &self,
+        req: Request<pb::CopyKeyRequest>,
+    ) -> Result<Response<pb::CommitKeyReply>, Status> {
+        require_role(&req, MULTIPART_ROLES, "CopyKey")?;
+        Ok(Response::new(
+            super::multipart::copy_key(&self.node, req.into_inner()).await?,
+        ))
+    }
+
     async fn abort_multipart_upload(
         &self,
         req: Request<pb::AbortMultipartUploadRequest>,

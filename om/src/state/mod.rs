@@ -42,8 +42,13 @@ pub const CF_S3_PARTS: &str = "s3_parts";
 /// postcard string). A bucket without a row is its volume owner's (and admins').
 pub const CF_BUCKET_OWNERS: &str = "bucket_owners";
 
+/// Blocks shared by more than one key (server-side copies): block id (container id, local
+/// id, big-endian) → how many keys beyond the first use it (a postcard u64). A block
+/// without a row has one key.
+pub const CF_BLOCK_REFS: &str = "block_refs";
+
 /// Every column family of the OM state.
-pub const COLUMN_FAMILIES: [&str; 10] = [
+pub const COLUMN_FAMILIES: [&str; 11] = [
     CF_VOLUMES,
     CF_BUCKETS,
     CF_KEYS,
@@ -54,6 +59,7 @@ pub const COLUMN_FAMILIES: [&str; 10] = [
     CF_S3_UPLOADS,
     CF_S3_PARTS,
     CF_BUCKET_OWNERS,
+    CF_BLOCK_REFS,
 ];
 
 /// Row key of a multipart upload.

@@ -8,8 +8,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::types::{
-    AllocatedBlock, BlockId, Bucket, Key, OpenKey, OpenKeyId, Replication, S3Condition, S3Meta,
-    S3Part, S3Secret, S3Upload, UploadId, Volume,
+    AllocatedBlock, BlockId, Bucket, Key, KeyCopy, OpenKey, OpenKeyId, Replication, S3Condition,
+    S3Meta, S3Part, S3Secret, S3Upload, UploadId, Volume,
 };
 
 /// A command of the OM state machine, replicated in the sealed envelope
@@ -138,6 +138,11 @@ pub enum OmRequest {
         user: String,
         request: Box<OmRequest>,
     },
+    /// A server-side copy that shares blocks: `dst_key` in `dst_bucket` becomes a key with
+    /// the blocks of `src_key` (refused unless they are still `src_blocks`) and `meta`,
+    /// replacing what was there as a commit does; every shared block counts one more
+    /// reference (`block_refs`).
+    CopyKey(KeyCopy),
 }
 
 /// A refusal: the same on every member, reported to the client.

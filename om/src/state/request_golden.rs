@@ -27,6 +27,7 @@ fn name(r: &OmRequest) -> &'static str {
         OmRequest::S3CompleteUpload { .. } => "S3CompleteUpload",
         OmRequest::S3AbortUpload { .. } => "S3AbortUpload",
         OmRequest::AsUser { .. } => "AsUser",
+        OmRequest::CopyKey(_) => "CopyKey",
     }
 }
 
@@ -186,6 +187,20 @@ fn samples() -> Vec<OmRequest> {
                 key: "k/1".into(),
             }),
         },
+        OmRequest::CopyKey(crate::state::types::KeyCopy {
+            volume: "s3v".into(),
+            src_bucket: "b".into(),
+            src_key: "k/1".into(),
+            dst_bucket: "c".into(),
+            dst_key: "k/2".into(),
+            src_blocks: vec![BlockId::new(4, 7), BlockId::new(4, 8)],
+            meta: S3Meta {
+                etag: "abc".into(),
+                content_type: "text/plain".into(),
+                metadata: vec![("a".into(), "1".into())],
+            },
+            now_ms: 17,
+        }),
     ]
 }
 

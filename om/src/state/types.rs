@@ -206,3 +206,18 @@ pub struct UploadId {
     pub key: String,
     pub upload_id: String,
 }
+
+/// A server-side copy within one volume (`OmRequest::CopyKey`): `dst_key` in `dst_bucket`
+/// gets the blocks of `src_key` in `src_bucket`, which must still be `src_blocks`, and
+/// `meta` as its S3 metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyCopy {
+    pub volume: String,
+    pub src_bucket: String,
+    pub src_key: String,
+    pub dst_bucket: String,
+    pub dst_key: String,
+    pub src_blocks: Vec<BlockId>,
+    pub meta: S3Meta,
+    pub now_ms: u64,
+}

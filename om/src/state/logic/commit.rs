@@ -38,12 +38,64 @@ pub(super) fn commit(
             })
         }
     };
+    // Blocks allocated but not committed are given back too.
+    let committed: BTreeSet<BlockId> = blocks.iter().map(|b| b.0).collect();
+    let unused: Vec<BlockId> = open
+        .blocks
+        .iter()
+        .map(|b| b.id)
+        .filter(|b| !committed.contains(b))
+        .collect();
+    let why = format!("commit {}", path(&id));
+    let out = install(
+        txn,
+        index,
+        &id,
+        NewKey {
+            size,
+            blocks: key_blocks,
+            checksum,
+            replication: open.replication,
+            now_ms,
+        },
+        unused,
+        why,
+    )?;
+    if matches!(out, OmResponse::KeyCommitted(_)) {
+        txn.delete(CF_OPEN_KEYS, open_key_key(&id));
+    }
+    Ok(out)
+}
+
+/// What a commit or a copy makes the key's current version.
+pub(super) struct NewKey {
+    pub size: u64,
+    pub blocks: Vec<KeyBlock>,
+    pub checksum: String,
+    pub replication: crate::state::types::Replication,
+    pub now_ms: u64,
+}
+
+/// Makes `new` the key `id`: the version it replaces is kept (versioned bucket) or its
+/// blocks go to deletion with `also_freed`; refused without the bucket or past a quota.
+/// Every key write that replaces a key goes through here.
+pub(super) fn install(
+    txn: &mut Txn<'_>,
+    index: u64,
+    id: &OpenKeyId,
+    new: NewKey,
+    also_freed: Vec<BlockId>,
+    why: String,
+) -> Applied {
     let Some(bucket) = get_bucket(txn, &id.volume, &id.bucket)? else {
         return refuse(bucket_not_found(txn, &id.volume, &id.bucket)?);
     };
     let Some(volume) = get_volume(txn, &id.volume)? else {
-        return refuse(Refusal::VolumeNotFound { volume: id.volume });
+        return refuse(Refusal::VolumeNotFound {
+            volume: id.volume.clone(),
+        });
     };
+    let now_ms = new.now_ms;
     let kk = key_key(&id.volume, &id.bucket, &id.key);
     let old = txn.get_row::<Key>(CF_KEYS, &kk)?;
     let (old_versions, freed, created_ms, version) = match &old {
@@ -70,10 +122,10 @@ pub(super) fn commit(
         volume: id.volume.clone(),
         bucket: id.bucket.clone(),
         name: id.key.clone(),
-        size,
-        blocks: key_blocks,
-        checksum,
-        replication: open.replication,
+        size: new.size,
+        blocks: new.blocks,
+        checksum: new.checksum,
+        replication: new.replication,
         version,
         created_ms,
         modified_ms: now_ms,
@@ -106,18 +158,10 @@ pub(super) fn commit(
             }
         }
     }
-    // Blocks allocated but not committed are given back too.
-    let committed: BTreeSet<BlockId> = blocks.iter().map(|b| b.0).collect();
     let mut gone = freed;
-    gone.extend(
-        open.blocks
-            .iter()
-            .map(|b| b.id)
-            .filter(|b| !committed.contains(b)),
-    );
-    txn.delete(CF_OPEN_KEYS, open_key_key(&id));
+    gone.extend(also_freed);
     put(txn, CF_KEYS, kk, &key)?;
-    deleted::queue(txn, index, gone, format!("commit {}", path(&id)))?;
+    deleted::queue(txn, index, gone, why)?;
     account(txn, &id.volume, &id.bucket, delta, i64::from(old.is_none()))?;
     Ok(OmResponse::KeyCommitted(key))
 }

@@ -1,5 +1,10 @@
 //! Blocks no key refers to any more: queued under the log index of the entry that freed
 //! them (one row per entry at most), purged once the SCM has taken them over.
+//!
+//! A block may be shared by several keys (a server-side copy, [`super::copy`]): the
+//! `block_refs` column family counts the references beyond the first. Every path that
+//! frees a key's blocks goes through [`queue`], which spends one extra reference instead of
+//! deleting a shared block, so a block is deleted only when its last key goes.
 
 use std::io;
 
@@ -8,15 +13,59 @@ use rozone_raft::{Rows, Txn};
 use super::shared::{put, Applied};
 use crate::state::request::OmResponse;
 use crate::state::types::{BlockId, DeletedBlocks};
-use crate::state::CF_DELETED_BLOCKS;
+use crate::state::{CF_BLOCK_REFS, CF_DELETED_BLOCKS};
 
-/// Queues blocks for deletion under this entry's log index.
+/// Row key of a block in [`CF_BLOCK_REFS`]: container id and local id, big-endian.
+fn refs_key(b: &BlockId) -> Vec<u8> {
+    let mut k = b.container_id.to_be_bytes().to_vec();
+    k.extend_from_slice(&b.local_id.to_be_bytes());
+    k
+}
+
+/// References to `b` beyond the first (0: only one key uses it).
+pub(super) fn extra_refs(txn: &Txn<'_>, b: &BlockId) -> std::io::Result<u64> {
+    Ok(txn
+        .get_row::<u64>(CF_BLOCK_REFS, &refs_key(b))?
+        .unwrap_or(0))
+}
+
+/// Records one more key using each of `blocks` (a copy); saturates rather than wraps.
+pub(super) fn share(txn: &mut Txn<'_>, blocks: &[BlockId]) -> io::Result<()> {
+    for b in blocks {
+        let n = extra_refs(txn, b)?.saturating_add(1);
+        put(txn, CF_BLOCK_REFS, refs_key(b), &n)?;
+    }
+    Ok(())
+}
+
+/// Spends one extra reference of `b`; false when it had none (its last key lets it go).
+pub(super) fn unshare(txn: &mut Txn<'_>, b: &BlockId) -> io::Result<bool> {
+    match extra_refs(txn, b)? {
+        0 => Ok(false),
+        1 => {
+            txn.delete(CF_BLOCK_REFS, refs_key(b));
+            Ok(true)
+        }
+        n => put(txn, CF_BLOCK_REFS, refs_key(b), &(n - 1)).map(|()| true),
+    }
+}
+
+/// Queues blocks for deletion under this entry's log index (shared blocks lose a
+/// reference instead).
 pub(super) fn queue(
     txn: &mut Txn<'_>,
     index: u64,
     blocks: Vec<BlockId>,
     reason: String,
 ) -> io::Result<()> {
+    // A shared block loses one reference instead of being deleted.
+    let mut unshared = Vec::with_capacity(blocks.len());
+    for b in blocks {
+        if !unshare(txn, &b)? {
+            unshared.push(b);
+        }
+    }
+    let blocks = unshared;
     if blocks.is_empty() {
         return Ok(());
     }

@@ -12,6 +12,7 @@
 mod as_user;
 mod bucket;
 mod commit;
+mod copy;
 mod deleted;
 mod key;
 mod multipart;
@@ -204,6 +205,7 @@ impl StateMachineLogic for OmLogic {
             OmRequest::AsUser { user, request } => {
                 as_user::apply(txn, user, *request, |txn, req| self.apply(txn, log_id, req))
             }
+            OmRequest::CopyKey(c) => copy::copy(txn, index, c),
         }
     }
 }
