@@ -50,7 +50,6 @@ async fn bind_enroll(
     let (l, addr) = rozone_raft::server::bind(&config.scm.enroll_addr.to_string())
         .await
         .with_context(|| format!("bind scm.enroll_addr {}", config.scm.enroll_addr))?;
-    info!(%addr, "enrollment port: certificates for join tokens");
     Ok(Some((Arc::new(ca), l, addr)))
 }
 
@@ -177,10 +176,10 @@ impl ScmServer {
             crate::leader::background::spawn(node.clone(), stop.clone()),
         ];
         if let Some((ca, l, addr)) = enroll {
+            info!(%addr, "enrollment port: certificates for join tokens");
             let svc = EnrollService {
                 node: node.clone(),
                 ca,
-                enroll_port: addr.port(),
             };
             let mut server = security
                 .enroll_server()?

@@ -5,7 +5,10 @@
 //! non-admins are refused.
 //!
 //! A new capability, not a defect fix: before it (aacaeb6) neither `rozone admin
-//! join-token` nor the SCM's enrollment port existed.
+//! join-token` nor the SCM's enrollment port existed. The follower-first enrollment found
+//! a defect of 391d57f, where a follower hinted its own enrollment port as the leader's
+//! (the dev cluster's SCMs use different ports): there the CLI gave up after 30 s (run
+//! 2026-12-07).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -35,13 +38,13 @@ fn token(c: &DevCluster, role: &str, id: u64) -> String {
 /// Starts a datanode of id `id` that has no certificate yet, only `token`.
 fn datanode_with_token(c: &DevCluster, dir: &Path, id: u64, token: &str) -> Child {
     let scm = port(c.dir.path(), "scm", "client");
-    let enroll = port(c.dir.path(), "scm", "enroll");
+    let enroll: Vec<String> = follower_enroll(c).split(',').map(String::from).collect();
     let ca = c.dir.path().join("tls").join(pki::CA_CERT);
     let config = format!(
         "[node]\nid = {id}\ndata_dir = {:?}\n[http]\naddr = \"127.0.0.1:0\"\n\
          [datanode]\ncontainer_addr = \"127.0.0.1:0\"\nraft_addr = \"127.0.0.1:0\"\n\
          replication_addr = \"127.0.0.1:0\"\nscm_addrs = [{scm:?}]\n\
-         [security]\nca_cert = {:?}\ncert = {:?}\nkey = {:?}\nenroll_addrs = [{enroll:?}]\n",
+         [security]\nca_cert = {:?}\ncert = {:?}\nkey = {:?}\nenroll_addrs = {enroll:?}\n",
         dir.join("data").display().to_string(),
         ca.display().to_string(),
         dir.join("dn.crt").display().to_string(),
@@ -60,6 +63,26 @@ fn datanode_with_token(c: &DevCluster, dir: &Path, id: u64, token: &str) -> Chil
         .stderr(log)
         .spawn()
         .expect("start rozone-datanode")
+}
+
+/// Every SCM's enrollment address, one that does not lead (as `admin scm roles` says
+/// now) first, comma-separated.
+fn follower_enroll(c: &DevCluster) -> String {
+    let leader = leader_of(c, "scm");
+    let text = std::fs::read_to_string(c.dir.path().join("cluster.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut scms: Vec<&serde_json::Value> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|n| n["kind"] == "scm")
+        .collect();
+    scms.sort_by_key(|n| format!("scm{}", n["id"]) == leader);
+    assert!(format!("scm{}", scms[0]["id"]) != leader, "no follower");
+    scms.iter()
+        .map(|n| format!("127.0.0.1:{}", n["enroll"]))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn registered(c: &DevCluster, id: u64) -> bool {
@@ -103,8 +126,9 @@ pub fn join_tokens_give_certificates_once(c: &DevCluster) {
     );
     drop(dn);
 
-    // The same token again: refused, nothing written.
-    let enroll = port(c.dir.path(), "scm", "enroll");
+    // The same token again: refused, nothing written. The CLI is given a follower's
+    // enrollment address first: refused there, it moves on to the others.
+    let enroll = follower_enroll(c);
     let ca = c.dir.path().join("tls").join(pki::CA_CERT);
     let enroll_cmd = |token: &str, out: &Path| {
         let mut cmd = rozone();

@@ -28,23 +28,17 @@ pub const MAX_TOKEN_LEN: usize = 128;
 pub struct EnrollService {
     pub node: Arc<ScmNode>,
     pub ca: Arc<Ca>,
-    /// This SCM's enrollment port: a follower's leader hint names the leader's host on it
-    /// (every SCM of a ring uses the same enrollment port, as for checkpoints).
-    pub enroll_port: u16,
 }
 
-impl EnrollService {
-    /// A not-leader refusal names the leader's client address; the caller wants its
-    /// enrollment address.
-    fn hinted(&self, s: Status) -> Status {
-        match rozone_rpc::leader_hint(&s)
-            .and_then(|h| h.rsplit_once(':').map(|(h, _)| h.to_string()))
-        {
-            Some(host) => {
-                rozone_rpc::not_leader(s.message(), Some(&format!("{host}:{}", self.enroll_port)))
-            }
-            None => s,
-        }
+/// A follower's not-leader refusal names the leader's *client* address; the leader's
+/// enrollment address is not known here (SCMs of one ring may use different enrollment
+/// ports, as a dev cluster's do on one host). So the hint is dropped: the refusal stays
+/// retryable and the enrolling side moves on to the next address it was given.
+fn without_hint(s: Status) -> Status {
+    if rozone_rpc::leader_hint(&s).is_some() {
+        rozone_rpc::not_leader(s.message(), None)
+    } else {
+        s
     }
 }
 
@@ -85,7 +79,7 @@ impl ScmEnroll for EnrollService {
             .node
             .redeem_join_token(&r.token)
             .await
-            .map_err(|e| self.hinted(e.into()))?;
+            .map_err(|e| without_hint(e.into()))?;
         let cert_pem = self
             .ca
             .sign_request(&r.csr_der, who, &r.hosts, CERT_VALIDITY)
@@ -108,6 +102,19 @@ mod tests {
             csr_der: vec![1],
             hosts: hosts.iter().map(|h| h.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn a_followers_refusal_stays_retryable_without_a_client_port_hint() {
+        let s = without_hint(rozone_rpc::not_leader(
+            "not the leader",
+            Some("10.0.0.2:9860"),
+        ));
+        assert_eq!(rozone_rpc::leader_hint(&s), None);
+        assert!(rozone_rpc::is_retryable(&s));
+        assert_eq!(s.message(), "not the leader");
+        let s = without_hint(Status::permission_denied("no"));
+        assert_eq!(s.code(), tonic::Code::PermissionDenied);
     }
 
     #[test]

@@ -374,9 +374,10 @@ impl Up {
             if let Some(e) = &client.s3_endpoint {
                 println!("S3 endpoint: {e} (credentials: rozone s3 getsecret)");
             }
-            if let (Some(e), Some(ca)) = (enroll_addrs.first(), &ca_cert) {
+            if let (false, Some(ca)) = (enroll_addrs.is_empty(), &ca_cert) {
                 println!(
-                    "Join tokens: rozone admin join-token create --role ROLE --id N; redeem at {e} (CA {})",
+                    "Join tokens: rozone admin join-token create --role ROLE --id N; redeem with --enroll-addr {} (CA {})",
+                    enroll_addrs.join(","),
                     ca.display()
                 );
             }
