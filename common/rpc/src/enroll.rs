@@ -156,12 +156,7 @@ pub async fn ensure_certificate(
 /// Writes an enrolled certificate as `rozone admin cert issue` would: `ROLE-ID.crt` and
 /// `ROLE-ID.key` (0600) in `out`, next to a copy of the CA certificate.
 pub fn write_enrolled(out: &Path, ca_pem: &[u8], got: &Enrolled) -> Result<Issued, RpcError> {
-    let name = got.identity.to_string();
-    let issued = Issued {
-        ca_cert: out.join(pki::CA_CERT),
-        cert: out.join(format!("{name}.crt")),
-        key: out.join(format!("{name}.key")),
-    };
+    let issued = Issued::in_dir(out, got.identity);
     let ca = std::str::from_utf8(ca_pem)
         .map_err(|_| RpcError::Tls("the CA certificate is not text".into()))?;
     let same_ca = std::fs::read(&issued.ca_cert).is_ok_and(|c| c == ca_pem);

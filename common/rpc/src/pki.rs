@@ -48,6 +48,29 @@ pub struct Issued {
     pub key: PathBuf,
 }
 
+impl Issued {
+    /// The files of `who`'s certificate in `dir`: `ROLE-ID.crt`, `ROLE-ID.key`, `ca.crt`.
+    pub fn in_dir(dir: &Path, who: Caller) -> Self {
+        Self {
+            ca_cert: dir.join(CA_CERT),
+            cert: dir.join(format!("{who}.crt")),
+            key: dir.join(format!("{who}.key")),
+        }
+    }
+}
+
+/// Why a private key file's mode is unsafe (others may read it), or `None` when it is
+/// readable by its owner only.
+pub(crate) fn unsafe_key_mode(path: &Path) -> std::io::Result<Option<String>> {
+    let mode = fs::metadata(path)?.permissions().mode() & 0o777;
+    Ok((mode & 0o077 != 0).then(|| {
+        format!(
+            "mode {mode:04o} lets others read the key; want 0600 (chmod 600 {})",
+            path.display()
+        )
+    }))
+}
+
 /// Creates a new cluster CA in `dir` (created if missing). Refuses to overwrite one: every
 /// certificate issued by the old CA would stop being trusted.
 pub fn init_ca(dir: &Path) -> Result<PathBuf, RpcError> {
@@ -115,12 +138,7 @@ pub fn issue_between(
     let ca = Ca::load(&ca_dir.join(CA_CERT), &ca_dir.join(CA_KEY))?;
     let key = KeyPair::generate().map_err(|e| err("generate a key", e))?;
     let cert_pem = ca.sign(who, hosts, &key, not_before, not_after)?;
-    let name = who.to_string();
-    let issued = Issued {
-        ca_cert: out.join(CA_CERT),
-        cert: out.join(format!("{name}.crt")),
-        key: out.join(format!("{name}.key")),
-    };
+    let issued = Issued::in_dir(out, who);
     write_issued(
         &issued,
         &key.serialize_pem(),
@@ -164,16 +182,10 @@ impl Ca {
     pub fn load(ca_cert: &Path, ca_key: &Path) -> Result<Self, RpcError> {
         let pem = fs::read_to_string(ca_cert)
             .map_err(|e| err(format!("read {}", ca_cert.display()), e))?;
-        let mode = fs::metadata(ca_key)
-            .map_err(|e| err(format!("read {}", ca_key.display()), e))?
-            .permissions()
-            .mode()
-            & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(err(
-                format!("{}", ca_key.display()),
-                format!("mode {mode:04o} lets others read the CA key; want 0600"),
-            ));
+        if let Some(why) =
+            unsafe_key_mode(ca_key).map_err(|e| err(format!("read {}", ca_key.display()), e))?
+        {
+            return Err(err(format!("{}", ca_key.display()), why));
         }
         let key_pem =
             fs::read_to_string(ca_key).map_err(|e| err(format!("read {}", ca_key.display()), e))?;

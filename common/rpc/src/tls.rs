@@ -7,7 +7,6 @@
 //! belong to the certificate; or the certificate carries no rozone identity. Checking here
 //! turns a handshake failure on every peer (hard to read) into one clear line at start.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,17 +56,8 @@ impl TlsMaterial {
     pub fn load(ca_cert: &Path, cert: &Path, key: &Path) -> Result<Self, RpcError> {
         let ca_pem = read("ca_cert", ca_cert)?;
         let cert_pem = read("cert", cert)?;
-        let meta = std::fs::metadata(key).map_err(|e| bad("key", key, e))?;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(bad(
-                "key",
-                key,
-                format!(
-                    "mode {mode:04o} lets others read the key; want 0600 (chmod 600 {})",
-                    key.display()
-                ),
-            ));
+        if let Some(why) = crate::pki::unsafe_key_mode(key).map_err(|e| bad("key", key, e))? {
+            return Err(bad("key", key, why));
         }
         let key_pem = read("key", key)?;
 
@@ -275,6 +265,7 @@ mod tests {
     use super::*;
     use crate::pki;
     use crate::Role;
+    use std::os::unix::fs::PermissionsExt;
 
     const DAY: Duration = Duration::from_secs(86_400);
 

@@ -5,25 +5,24 @@
 //! so copying onto a key that already shares those blocks nets to nothing. Freeing goes
 //! through `deleted::queue`, which spends references before it deletes.
 
-use rozone_raft::{Rows, Txn};
+use rozone_raft::Txn;
 
 use super::commit::{install, NewKey};
 use super::deleted;
-use super::shared::{bucket_not_found, get_bucket, put, refuse, Applied};
+use super::key::find_key;
+use super::shared::{put, refuse, Applied};
 use crate::state::request::{OmResponse, Refusal};
-use crate::state::types::{BlockId, Key, KeyCopy, OpenKeyId};
-use crate::state::{key_key, key_path, CF_KEYS, CF_S3_META};
+use crate::state::types::{BlockId, KeyCopy, OpenKeyId};
+use crate::state::{key_key, key_path, CF_S3_META};
 
 /// `CopyKey`: refused without the source, when its blocks are no longer the ones the
-/// caller saw, without the destination bucket, or past a quota.
+/// caller saw, or (by `install`, references taken back) without the destination bucket or
+/// past a quota.
 pub(super) fn copy(txn: &mut Txn<'_>, index: u64, c: KeyCopy) -> Applied {
     let src_path = key_path(&c.volume, &c.src_bucket, &c.src_key);
-    let Some(src) = txn.get_row::<Key>(CF_KEYS, &key_key(&c.volume, &c.src_bucket, &c.src_key))?
-    else {
-        if get_bucket(txn, &c.volume, &c.src_bucket)?.is_none() {
-            return refuse(bucket_not_found(txn, &c.volume, &c.src_bucket)?);
-        }
-        return refuse(Refusal::KeyNotFound { path: src_path });
+    let src = match find_key(txn, &c.volume, &c.src_bucket, &c.src_key)? {
+        Ok(k) => k,
+        Err(r) => return refuse(r),
     };
     let blocks: Vec<BlockId> = src.blocks.iter().map(|b| b.id).collect();
     if blocks != c.src_blocks {
@@ -38,9 +37,6 @@ pub(super) fn copy(txn: &mut Txn<'_>, index: u64, c: KeyCopy) -> Applied {
         key: c.dst_key.clone(),
         client_id: 0,
     };
-    if get_bucket(txn, &dst.volume, &dst.bucket)?.is_none() {
-        return refuse(bucket_not_found(txn, &dst.volume, &dst.bucket)?);
-    }
     // References first: the key this copy replaces may hold the same blocks.
     deleted::share(txn, &blocks)?;
     let new = NewKey {

@@ -10,7 +10,7 @@ use crate::state::types::{BlockId, Key};
 use crate::state::{key_key, key_path, CF_KEYS};
 
 /// The key, or the refusal naming what is missing: the volume, the bucket or the key.
-fn find_key(
+pub(super) fn find_key(
     txn: &Txn<'_>,
     volume: &str,
     bucket: &str,
