@@ -105,6 +105,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
     }
 }
 
+/// Bytes per piece of a download's response body.
+const STREAM_PIECE: usize = 64 << 10;
+
 /// A download: bytes the task writes into `rd`, then the task's error (if it failed)
 /// as the stream's last item, so the response is cut with an error, never passed off as
 /// complete. The task sends its error before it drops its end of the pipe, so the error is
@@ -114,7 +117,9 @@ pub fn download(
     failed: tokio::sync::oneshot::Receiver<String>,
 ) -> StreamingBlob {
     StreamingBlob::wrap(Download {
-        bytes: tokio_util::io::ReaderStream::new(rd),
+        // Not ReaderStream's 4 KiB default: every piece is a poll, a Bytes and a body
+        // frame of its own on the way out; 64 KiB stays below malloc's mmap threshold.
+        bytes: tokio_util::io::ReaderStream::with_capacity(rd, STREAM_PIECE),
         failed: Some(failed),
     })
 }

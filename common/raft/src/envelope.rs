@@ -31,6 +31,15 @@ pub const V1: u8 = 1;
 /// that knows only format 1 refuses it with "upgrade this member".
 pub const V2_CALL: u8 = 2;
 
+/// Format 3, requests only: several requests of format 1 or 2, proposed as one log entry
+/// by a leader's group commit ([`crate::batch`]), applied in order as if each were its own
+/// entry. Then a varint count, then each request as a varint length and its bytes. A build
+/// that knows only formats 1 and 2 refuses it with "upgrade this member": turn batching off
+/// (`raft.max_writes_per_entry = 1`) while a ring runs mixed builds.
+pub const V3_BATCH: u8 = 3;
+/// Most requests one batch entry may hold; a larger count in a record is refused.
+pub const MAX_BATCH: usize = 4096;
+
 /// Which client call proposed a request, replicated with it: the key of the retry cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallTag {
@@ -90,6 +99,103 @@ pub fn request_kind(b: &[u8]) -> u32 {
         .unwrap_or(u32::MAX)
 }
 
+/// `V3_BATCH`, then `reqs` (each sealed by [`seal`] or [`seal_call`]). Refuses an empty
+/// list, more than [`MAX_BATCH`] and a batch inside a batch.
+pub fn seal_batch(reqs: &[Vec<u8>]) -> io::Result<Vec<u8>> {
+    if reqs.is_empty() || reqs.len() > MAX_BATCH {
+        return Err(invalid(format!(
+            "a batch holds 1 to {MAX_BATCH} requests, not {}",
+            reqs.len()
+        )));
+    }
+    if reqs.iter().any(|r| r.first() == Some(&V3_BATCH)) {
+        return Err(invalid("a batch inside a batch".into()));
+    }
+    let mut out = vec![V3_BATCH];
+    put_parts(&mut out, reqs)?;
+    Ok(out)
+}
+
+/// The requests of a batch record, in order; `None` if `b` is not a batch (format 1 or 2,
+/// decoded by [`open_request`]). A malformed batch is an error, never a partial list.
+pub fn open_batch(b: &[u8]) -> io::Result<Option<Vec<&[u8]>>> {
+    match b.split_first() {
+        Some((&V3_BATCH, rest)) => {
+            let parts = take_parts(rest).map_err(|e| invalid(format!("request: format 3: {e}")))?;
+            if parts.is_empty() || parts.iter().any(|p| p.first() == Some(&V3_BATCH)) {
+                return Err(invalid(
+                    "request: format 3: an empty batch or a batch inside a batch".into(),
+                ));
+            }
+            Ok(Some(parts))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The replies to a batch's requests, in order, as one response (local to the leader that
+/// proposed it: responses are not replicated).
+pub fn frame_replies(replies: &[Vec<u8>]) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    put_parts(&mut out, replies)?;
+    Ok(out)
+}
+
+/// What [`frame_replies`] wrote.
+pub fn unframe_replies(b: &[u8]) -> io::Result<Vec<&[u8]>> {
+    take_parts(b).map_err(|e| invalid(format!("batch reply: {e}")))
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// A varint count, then each part as a varint length and its bytes.
+fn put_parts(out: &mut Vec<u8>, parts: &[Vec<u8>]) -> io::Result<()> {
+    let varint = |out: &mut Vec<u8>, n: usize| -> io::Result<()> {
+        let n = u32::try_from(n).map_err(|_| invalid(format!("{n} does not fit a length")))?;
+        let b = std::mem::take(out);
+        *out = postcard::to_extend(&n, b).map_err(|e| invalid(e.to_string()))?;
+        Ok(())
+    };
+    out.reserve(parts.iter().map(|p| p.len() + 5).sum::<usize>() + 5);
+    varint(out, parts.len())?;
+    for p in parts {
+        varint(out, p.len())?;
+        out.extend_from_slice(p);
+    }
+    Ok(())
+}
+
+/// What [`put_parts`] wrote, whole: at most [`MAX_BATCH`] parts, each within the bytes, none
+/// left over.
+fn take_parts(b: &[u8]) -> Result<Vec<&[u8]>, String> {
+    let (n, mut rest) = postcard::take_from_bytes::<u32>(b).map_err(|e| format!("count: {e}"))?;
+    let n = n as usize;
+    if n > MAX_BATCH {
+        return Err(format!("{n} parts, more than {MAX_BATCH}"));
+    }
+    let mut parts = Vec::with_capacity(n);
+    for i in 0..n {
+        let (len, after) =
+            postcard::take_from_bytes::<u32>(rest).map_err(|e| format!("part {i}: {e}"))?;
+        let len = len as usize;
+        if len > after.len() {
+            return Err(format!(
+                "part {i} claims {len} bytes, {} are left",
+                after.len()
+            ));
+        }
+        let (part, after) = after.split_at(len);
+        parts.push(part);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        return Err(format!("{} trailing bytes", rest.len()));
+    }
+    Ok(parts)
+}
+
 /// `V1`, then the postcard body of `v`.
 pub fn seal<T: Serialize + ?Sized>(v: &T) -> io::Result<Vec<u8>> {
     postcard::to_extend(v, vec![V1]).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
@@ -134,6 +240,94 @@ mod tests {
         let e = open::<u64>(&[1, 5, 9], "t").unwrap_err().to_string();
         assert!(e.contains("1 trailing bytes"), "{e}");
         assert!(open::<u64>(&[1, 0x80], "t").is_err(), "truncated varint");
+    }
+
+    #[test]
+    fn batches_round_trip_and_bad_ones_are_refused() {
+        let a = seal(&(1u32, "a".to_string())).unwrap();
+        let tag = CallTag {
+            client: 1,
+            seq: 2,
+            sub: 0,
+            low: 1,
+            stamp_ms: 5,
+        };
+        let b = seal_call(&tag, &(2u32, "bb".to_string())).unwrap();
+        let batch = seal_batch(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(batch[..3], [V3_BATCH, 2, a.len() as u8]);
+        let parts = open_batch(&batch).unwrap().unwrap();
+        assert_eq!(parts, vec![&a[..], &b[..]]);
+        assert_eq!(open_batch(&a).unwrap(), None, "format 1 is no batch");
+        assert_eq!(open_batch(&b).unwrap(), None, "format 2 is no batch");
+        // A batch is not a request of its own: the single-request decoder refuses it.
+        assert!(open_request::<(u32, String)>(&batch).is_err());
+        assert!(seal_batch(&[]).is_err());
+        assert!(seal_batch(&vec![a.clone(); MAX_BATCH + 1]).is_err());
+        assert!(seal_batch(&[batch.clone()]).is_err(), "nested");
+        for bad in [
+            vec![V3_BATCH],                    // no count
+            vec![V3_BATCH, 0],                 // empty
+            vec![V3_BATCH, 1, 5, 1, 2],        // part longer than the bytes
+            vec![V3_BATCH, 1, 1, 1, 9],        // trailing byte
+            vec![V3_BATCH, 0xff, 0xff, 0x03],  // count above MAX_BATCH
+            vec![V3_BATCH, 1, 2, V3_BATCH, 0], // nested
+        ] {
+            assert!(open_batch(&bad).is_err(), "{bad:?}");
+        }
+        for batch in [&batch[..batch.len() - 1], &batch[..2]] {
+            assert!(open_batch(batch).is_err(), "truncated");
+        }
+        let replies = vec![b"one".to_vec(), Vec::new(), vec![7; 300]];
+        let framed = frame_replies(&replies).unwrap();
+        let back = unframe_replies(&framed).unwrap();
+        assert_eq!(back, vec![&b"one"[..], &[][..], &[7u8; 300][..]]);
+        assert!(unframe_replies(&framed[..framed.len() - 1]).is_err());
+    }
+
+    /// A batch record (format 3), as this format's first build wrote it, decodes in every
+    /// later build: a plain request and a tagged one.
+    #[test]
+    fn batches_match_their_golden_bytes() {
+        type Req = (u32, String);
+        #[derive(Debug, PartialEq)]
+        struct Batch(Vec<(Option<CallTag>, Req)>);
+        let tag = CallTag {
+            client: 0x0102_0304_0506_0708,
+            seq: 42,
+            sub: 1,
+            low: 40,
+            stamp_ms: 1_765_000_000_000,
+        };
+        let samples = [(
+            "batch-plain-and-tagged",
+            Batch(vec![
+                (None, (3, "vol".into())),
+                (Some(tag), (4, "key".into())),
+            ]),
+        )];
+        crate::golden::check(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/batches-v3.txt"),
+            &samples,
+            |b| {
+                let sealed =
+                    b.0.iter()
+                        .map(|(t, r)| match t {
+                            Some(t) => seal_call(t, r),
+                            None => seal(r),
+                        })
+                        .collect::<io::Result<Vec<_>>>()?;
+                seal_batch(&sealed)
+            },
+            |b| {
+                let parts = open_batch(b)?.expect("a batch");
+                Ok(Batch(
+                    parts
+                        .into_iter()
+                        .map(open_request::<Req>)
+                        .collect::<io::Result<_>>()?,
+                ))
+            },
+        );
     }
 
     #[test]

@@ -187,7 +187,7 @@ pub fn write_atomic(path: &Path, text: &str) -> anyhow::Result<()> {
 
 /// Raft timing for a loopback cluster: quicker elections than the defaults (tuned for
 /// real networks), still well above a busy 2-core machine's scheduling hiccups.
-const RAFT: &str = "[raft]\nelection_timeout_min = \"600ms\"\nelection_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
+pub const RAFT: &str = "election_timeout_min = \"600ms\"\nelection_timeout_max = \"1200ms\"\nheartbeat_interval = \"150ms\"\n";
 
 fn peers(nodes: &[&Node]) -> String {
     nodes
@@ -214,8 +214,15 @@ fn toml_list(v: &[String]) -> String {
 }
 
 /// The TOML config of `node`. `extra` holds optional lines for the main section of the
-/// node's kind (`[scm]`, `[om]`, `[datanode]`) that its binary knows.
-pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra: &str) -> String {
+/// node's kind (`[scm]`, `[om]`, `[datanode]`) that its binary knows; `raft` its `[raft]`
+/// section (from [`RAFT`] and `--set`).
+pub fn daemon_config(
+    layout: &Layout,
+    node: &Node,
+    node_dir: &Path,
+    extra: &str,
+    raft: &str,
+) -> String {
     let data = node_dir.join("data");
     // The gateway has no [node], data or Raft: its own head.
     let head = || {
@@ -224,7 +231,7 @@ pub fn daemon_config(layout: &Layout, node: &Node, node_dir: &Path, extra: &str)
             node.id,
             data.display().to_string(),
             node.http
-        ) + RAFT
+        ) + raft
     };
     let scm_addrs: Vec<String> = layout
         .of(Kind::Scm)

@@ -49,7 +49,8 @@ pub enum DevCommand {
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         ready_timeout: Duration,
         /// A config key of the scm, om, datanode or s3g section for every daemon of that
-        /// kind, at this start (repeatable): e.g. --set om.block_token_lifetime=30s.
+        /// kind, at this start (repeatable): e.g. --set om.block_token_lifetime=30s; a key of
+        /// that kind's [raft] section with --set om.raft.KEY=VALUE.
         #[arg(long = "set", value_name = "SECTION.KEY=VALUE", value_parser = set::parse)]
         set: Vec<set::Setting>,
         /// Plaintext on every port, no certificates and no block tokens, at this start: for
@@ -266,7 +267,8 @@ impl Up {
                 // Every SCM may issue certificates for join tokens (docs/security.md).
                 lines.push_str(&tls.scm_enroll_lines(n.enroll));
             }
-            let config = daemon_config(&layout, n, &nd, &lines);
+            let raft = set::raft_section(layout::RAFT, &self.settings, n.kind);
+            let config = daemon_config(&layout, n, &nd, &lines, &raft);
             let security = if self.insecure {
                 "[security]\ninsecure = true\n".to_string()
             } else {

@@ -2,7 +2,9 @@
 //! (`scm`, `om`, `datanode`, `s3g`), written into the `config.toml` of every daemon of that
 //! kind at this start (e.g. `--set om.block_token_lifetime=30s`). Other sections are not
 //! offered: the dev cluster writes them itself. A key the daemon does not know is refused
-//! by the daemon's own config check when it starts.
+//! by the daemon's own config check when it starts. `--set om.raft.KEY=VALUE` (or scm,
+//! datanode) sets a key of that kind's `[raft]` section instead, e.g. to compare Raft
+//! settings in one run (`om.raft.max_writes_per_entry=1`).
 
 use anyhow::{bail, Context};
 
@@ -12,6 +14,8 @@ use super::layout::Kind;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Setting {
     pub kind: Kind,
+    /// A key of the kind's `[raft]` section rather than its main section.
+    pub raft: bool,
     pub key: String,
     /// The value as a TOML value (a bare word is taken as a string).
     pub value: String,
@@ -33,6 +37,11 @@ pub fn parse(s: &str) -> anyhow::Result<Setting> {
         "s3g" => Kind::S3g,
         other => bail!("--set covers the scm, om, datanode and s3g sections, not {other:?}"),
     };
+    let (raft, key) = match key.trim().strip_prefix("raft.") {
+        Some(k) if kind != Kind::S3g => (true, k),
+        Some(_) => bail!("the S3 gateway has no [raft] section"),
+        None => (false, key),
+    };
     if key.is_empty()
         || !key
             .chars()
@@ -49,6 +58,7 @@ pub fn parse(s: &str) -> anyhow::Result<Setting> {
     };
     Ok(Setting {
         kind,
+        raft,
         key: key.to_string(),
         value,
     })
@@ -57,7 +67,19 @@ pub fn parse(s: &str) -> anyhow::Result<Setting> {
 /// The main-section lines of `kind`: `optional` (lines `key = value`) except the keys a
 /// setting replaces, then the settings.
 pub fn lines(optional: &str, settings: &[Setting], kind: Kind) -> String {
-    let mine: Vec<&Setting> = settings.iter().filter(|s| s.kind == kind).collect();
+    section_lines(optional, settings, kind, false)
+}
+
+/// The `[raft]` section of `kind`: `defaults` (lines `key = value`) with the settings.
+pub fn raft_section(defaults: &str, settings: &[Setting], kind: Kind) -> String {
+    format!("[raft]\n{}", section_lines(defaults, settings, kind, true))
+}
+
+fn section_lines(optional: &str, settings: &[Setting], kind: Kind, raft: bool) -> String {
+    let mine: Vec<&Setting> = settings
+        .iter()
+        .filter(|s| s.kind == kind && s.raft == raft)
+        .collect();
     let mut out: String = optional
         .lines()
         .filter(|l| {
@@ -91,10 +113,30 @@ mod tests {
             Kind::Datanode,
         );
         assert_eq!(l, "other = 1\nheartbeat_interval = \"2s\"\n");
+        let r = parse("om.raft.max_writes_per_entry=1").unwrap();
+        assert!(r.raft);
+        assert_eq!(
+            (r.key.as_str(), r.value.as_str()),
+            ("max_writes_per_entry", "1")
+        );
+        let main = parse("om.block_token_lifetime=30s").unwrap();
+        let both = [r.clone(), main];
+        assert_eq!(
+            raft_section("heartbeat_interval = \"1s\"\n", &both, Kind::Om),
+            "[raft]\nheartbeat_interval = \"1s\"\nmax_writes_per_entry = 1\n"
+        );
+        assert_eq!(
+            lines("", &both, Kind::Om),
+            "block_token_lifetime = \"30s\"\n",
+            "a raft key stays out of the main section"
+        );
+        assert_eq!(raft_section("", &both, Kind::Scm), "[raft]\n");
         for bad in [
             "om",
             "om.x",
             "raft.election_timeout_min=1s",
+            "s3g.raft.fsync=false",
+            "om.raft.=1",
             "om.=1",
             "om.A-b=1",
         ] {
