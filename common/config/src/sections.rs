@@ -76,17 +76,6 @@ crate::config_struct! {
         /// takes as long as it needs while it makes progress.
         #[serde(with = "crate::duration")]
         pub snapshot_stall_timeout: Duration = Duration::from_secs(30),
-        /// Group commit: the most client writes a leader puts into one log entry.
-        /// Writes that arrive while proposals_in_flight entries are outstanding
-        /// queue and go out together, which cuts the per-entry cost of consensus
-        /// under load; a lone write goes out at once. 1 turns it off: do so while
-        /// a ring runs a mix of builds during an upgrade from one without it
-        /// (they refuse batched entries). Datanode pipelines always write one per
-        /// entry.
-        pub max_writes_per_entry: u32 = 64,
-        /// Entries a leader keeps outstanding (proposed, not yet applied) before
-        /// further writes wait and are batched.
-        pub proposals_in_flight: u32 = 2,
     }
 }
 
@@ -147,19 +136,6 @@ impl RaftSection {
         });
         problems.check(self.snapshot_logs_since_last > 0, || {
             "raft.snapshot_logs_since_last must be above 0".into()
-        });
-        // The batch format caps a record at 4096 writes (rozone_raft::envelope::MAX_BATCH).
-        problems.check((1..=4096).contains(&self.max_writes_per_entry), || {
-            format!(
-                "raft.max_writes_per_entry must be 1 to 4096, not {}",
-                self.max_writes_per_entry
-            )
-        });
-        problems.check((1..=64).contains(&self.proposals_in_flight), || {
-            format!(
-                "raft.proposals_in_flight must be 1 to 64, not {}",
-                self.proposals_in_flight
-            )
         });
     }
 }
@@ -308,25 +284,6 @@ mod tests {
              raft.heartbeat_interval (400ms) must be less than raft.election_timeout_min (300ms)"
         );
         assert_eq!(problems(|p| RaftSection::default().check(p)), "");
-    }
-
-    #[test]
-    fn batching_limits_are_checked() {
-        let raft = RaftSection {
-            max_writes_per_entry: 0,
-            proposals_in_flight: 65,
-            ..RaftSection::default()
-        };
-        assert_eq!(
-            problems(|p| raft.check(p)),
-            "raft.max_writes_per_entry must be 1 to 4096, not 0; \
-             raft.proposals_in_flight must be 1 to 64, not 65"
-        );
-        let off = RaftSection {
-            max_writes_per_entry: 1,
-            ..RaftSection::default()
-        };
-        assert_eq!(problems(|p| off.check(p)), "");
     }
 
     #[test]

@@ -30,24 +30,6 @@ pub enum RaftGroupError {
 }
 
 impl RaftGroupError {
-    /// The same error for another caller (one failed proposal of a batch answers every
-    /// write in it; not `Clone` because of `io::Error`).
-    pub fn duplicate(&self) -> Self {
-        match self {
-            Self::NotLeader { leader } => Self::NotLeader {
-                leader: leader.clone(),
-            },
-            Self::LeaderNotReady => Self::LeaderNotReady,
-            Self::NoLease(r) => Self::NoLease(*r),
-            Self::Fatal(s) => Self::Fatal(s.clone()),
-            Self::Timeout(s) => Self::Timeout(s.clone()),
-            Self::Config(s) => Self::Config(s.clone()),
-            Self::Io(e) => Self::Io(std::io::Error::new(e.kind(), e.to_string())),
-            Self::JoinRefused(r) => Self::JoinRefused(r.clone()),
-            Self::Other(s) => Self::Other(s.clone()),
-        }
-    }
-
     /// Whether a client should retry (elsewhere or later).
     pub fn is_retryable(&self) -> bool {
         matches!(

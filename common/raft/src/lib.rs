@@ -8,7 +8,6 @@
 //!
 //! Must not depend on any daemon crate.
 
-pub mod batch;
 pub mod blocking;
 pub mod codec;
 pub mod contact;

@@ -110,19 +110,6 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             "client writes remembered in the retry cache".into(),
             entries as f64,
         ));
-        let (entries, writes) = self.batch_stats();
-        v.push(sample(
-            "rozone_raft_proposed_entries_total",
-            "counter",
-            "client-write entries this member proposed as leader (one or a batch of writes)".into(),
-            entries as f64,
-        ));
-        v.push(sample(
-            "rozone_raft_proposed_writes_total",
-            "counter",
-            "client writes in those entries (over entries: the mean batch)".into(),
-            writes as f64,
-        ));
         if m.state == ServerState::Leader {
             v.push(sample(
                 "rozone_raft_lease_held",

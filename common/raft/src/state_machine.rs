@@ -360,18 +360,9 @@ impl<L: StateMachineLogic> RaftStateMachine<TypeConfig> for RocksStateMachine<L>
             )));
             let resp = match entry.payload {
                 EntryPayload::Blank => AppResponse::default(),
-                EntryPayload::Normal(req) => AppResponse(match envelope::open_batch(&req.0)? {
-                    // A leader's group commit: each write in order, as if it were its own
-                    // entry at this index, each with its own reply.
-                    Some(writes) => {
-                        let mut replies = Vec::with_capacity(writes.len());
-                        for w in writes {
-                            replies.push(self.apply_request(&mut txn, &log_id, w)?);
-                        }
-                        envelope::frame_replies(&replies)?
-                    }
-                    None => self.apply_request(&mut txn, &log_id, &req.0)?,
-                }),
+                EntryPayload::Normal(req) => {
+                    AppResponse(self.apply_request(&mut txn, &log_id, &req.0)?)
+                }
                 EntryPayload::Membership(m) => {
                     membership = Some(StoredMembership::new(Some(log_id), m));
                     AppResponse::default()

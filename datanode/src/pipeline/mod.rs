@@ -311,10 +311,7 @@ impl Pipelines {
             NodeInfo::new(&me.raft_addr, &me.container_addr),
             dir.join("raft"),
         )
-        .with_section(&self.raft)
-        // The append hook stores each entry's chunk and the apply stamps containers with
-        // the entry's index: one write per entry.
-        .unbatched();
+        .with_section(&self.raft);
         let logic = PipelineLogic {
             pipeline_id: f.id,
             store: self.store.clone(),

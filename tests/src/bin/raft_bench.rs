@@ -27,12 +27,6 @@ struct Args {
     /// Disable fsync of log appends (to see the CPU bound).
     #[arg(long)]
     no_fsync: bool,
-    /// Most writes per log entry (the group commit; 1 = one write per entry).
-    #[arg(long, default_value_t = 64)]
-    max_writes_per_entry: usize,
-    /// Proposals the leader keeps outstanding before writes are batched.
-    #[arg(long, default_value_t = 2)]
-    proposals_in_flight: usize,
     /// Print one JSON object per run instead of a table.
     #[arg(long)]
     json: bool,
@@ -53,22 +47,18 @@ fn humantime_parse(s: &str) -> Result<Duration, String> {
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let fsync = !args.no_fsync;
-    let (batch, in_flight) = (args.max_writes_per_entry, args.proposals_in_flight);
     let c = Cluster::start(
         args.members,
         Arc::new(move |cfg| {
             cfg.fsync = fsync;
             cfg.snapshot_logs_since_last = 100_000;
-            cfg.max_writes_per_entry = batch;
-            cfg.proposals_in_flight = in_flight;
         }),
     )
     .await?;
     let value = "x".repeat(args.entry_size);
     if !args.json {
         println!(
-            "raft bench: {} members, gRPC on 127.0.0.1, fsync {}, {}-byte entries, {:?} per run, \
-             up to {batch} writes per entry with {in_flight} in flight",
+            "raft bench: {} members, gRPC on 127.0.0.1, fsync {}, {}-byte entries, {:?} per run",
             args.members,
             if fsync { "on" } else { "off" },
             args.entry_size,

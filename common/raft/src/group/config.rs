@@ -39,11 +39,6 @@ pub struct GroupConfig {
     /// Answer the ring's Raft RPCs from the start (default). Off for a ring member whose
     /// join state is checked first: it answers only after [`RaftGroup::serve_peers`].
     pub serve_peers_at_start: bool,
-    /// Most client writes a leader puts into one log entry ([`crate::batch`]); 1 = one
-    /// write per entry. Off for groups whose logic or append hook needs an entry per write.
-    pub max_writes_per_entry: usize,
-    /// Proposals a leader keeps outstanding before further writes queue into a batch.
-    pub proposals_in_flight: usize,
 }
 
 impl GroupConfig {
@@ -63,8 +58,6 @@ impl GroupConfig {
             download: DownloadPolicy::default(),
             snapshot_source_addr: None,
             serve_peers_at_start: true,
-            max_writes_per_entry: 64,
-            proposals_in_flight: 2,
         }
     }
 
@@ -84,27 +77,7 @@ impl GroupConfig {
         self.max_in_snapshot_log_to_keep = r.max_in_snapshot_log_to_keep;
         self.install_snapshot_timeout = r.snapshot_stall_timeout;
         self.download.stall = r.snapshot_stall_timeout;
-        self.max_writes_per_entry = r.max_writes_per_entry as usize;
-        self.proposals_in_flight = r.proposals_in_flight as usize;
         self
-    }
-
-    /// One write per entry, whatever the config says: for groups whose logic or append hook
-    /// needs it (datanode pipelines: the append hook stores each entry's chunk).
-    pub fn unbatched(mut self) -> Self {
-        self.max_writes_per_entry = 1;
-        self
-    }
-
-    /// The group commit's limits; none when writes go one per entry.
-    pub fn batch_limits(&self) -> Option<crate::batch::BatchLimits> {
-        (self.max_writes_per_entry > 1).then(|| crate::batch::BatchLimits {
-            max_writes: self.max_writes_per_entry.min(crate::envelope::MAX_BATCH),
-            // Far below the peer RPC's message cap even with an append's 1024 entries of
-            // up to this size... within reason: entries are small metadata writes.
-            max_bytes: 1 << 20,
-            in_flight: self.proposals_in_flight.max(1),
-        })
     }
 
     /// How long a quorum acknowledgement lets the leader serve reads from its own state.

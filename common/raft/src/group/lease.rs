@@ -40,16 +40,17 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             )?,
             None => crate::envelope::seal(&req)?,
         };
-        let resp = match &self.batcher {
-            Some(b) => b.submit(sealed).await?,
-            None => propose(&self.raft, sealed).await?,
-        };
+        let resp = self
+            .raft
+            .client_write(AppRequest(sealed))
+            .await
+            .map_err(|e| self.write_error(e))?;
         // The answer of a committed write lost on its way back, as when a leader is deposed
         // after appending: the client resends the call (tests of the retry cache).
         fail::fail_point!("raft-call-reply-lost", tagged, |_| {
             Err(RaftGroupError::NotLeader { leader: None })
         });
-        Ok(decode(&resp)?)
+        Ok(decode(&resp.data.0)?)
     }
 
     /// Waits until a read on this node sees every write committed before the call
@@ -93,7 +94,15 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         &self,
         e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>,
     ) -> RaftGroupError {
-        write_error(e)
+        match e {
+            RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+                RaftGroupError::NotLeader {
+                    leader: f.leader_id.zip(f.leader_node),
+                }
+            }
+            RaftError::APIError(other) => RaftGroupError::Other(other.to_string()),
+            RaftError::Fatal(f) => RaftGroupError::Fatal(f.to_string()),
+        }
     }
 
     /// A leader that may serve now: it applied an entry of its own term and holds its lease
@@ -208,26 +217,4 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-/// Proposes one entry's request bytes; its applied response bytes.
-pub(super) async fn propose<L: StateMachineLogic>(
-    raft: &Raft<L>,
-    sealed: Vec<u8>,
-) -> Result<Vec<u8>, RaftGroupError> {
-    let resp = raft
-        .client_write(AppRequest(sealed))
-        .await
-        .map_err(write_error)?;
-    Ok(resp.data.0)
-}
-
-fn write_error(e: RaftError<TypeConfig, ClientWriteError<TypeConfig>>) -> RaftGroupError {
-    match e {
-        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => RaftGroupError::NotLeader {
-            leader: f.leader_id.zip(f.leader_node),
-        },
-        RaftError::APIError(other) => RaftGroupError::Other(other.to_string()),
-        RaftError::Fatal(f) => RaftGroupError::Fatal(f.to_string()),
-    }
 }

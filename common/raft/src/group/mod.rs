@@ -54,8 +54,6 @@ pub struct RaftGroup<L: StateMachineLogic> {
     ring: Arc<crate::join::RingSlot>,
     /// What the state machine's retry cache did.
     retry: Arc<crate::retry_cache::Stats>,
-    /// Group commit of client writes ([`crate::batch`]); none when off.
-    batcher: Option<crate::batch::Batcher>,
 }
 
 /// Snapshot receive counters of a group (for metrics and tests).
@@ -126,14 +124,6 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         let raft = Raft::<L>::new(cfg.node_id, Arc::new(cfg.openraft_config()?), net, log, sm)
             .await
             .map_err(|e| RaftGroupError::Fatal(e.to_string()))?;
-        let batcher = cfg.batch_limits().map(|limits| {
-            let raft = raft.clone();
-            let propose: crate::batch::Propose = Arc::new(move |sealed| {
-                let raft = raft.clone();
-                futures::FutureExt::boxed(async move { lease::propose(&raft, sealed).await })
-            });
-            crate::batch::Batcher::start(limits, propose)
-        });
         let g = Arc::new(Self {
             cfg,
             raft,
@@ -149,7 +139,6 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             transfer_term: AtomicU64::new(0),
             ring,
             retry,
-            batcher,
         });
         let weak = Arc::downgrade(&g);
         echoes.set_lease_check(Box::new(move || {
@@ -168,15 +157,6 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             self.retry.hits.load(Relaxed),
             self.retry.entries.load(Relaxed),
         )
-    }
-
-    /// Entries and writes the group commit proposed ([`crate::batch`]); zeros when off.
-    pub fn batch_stats(&self) -> (u64, u64) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.batcher.as_ref().map_or((0, 0), |b| {
-            let s = b.stats();
-            (s.entries.load(Relaxed), s.writes.load(Relaxed))
-        })
     }
 
     /// Opens the peer port to this group: from now on it answers the ring's Raft RPCs.

@@ -4,7 +4,7 @@
 //! offered: the dev cluster writes them itself. A key the daemon does not know is refused
 //! by the daemon's own config check when it starts. `--set om.raft.KEY=VALUE` (or scm,
 //! datanode) sets a key of that kind's `[raft]` section instead, e.g. to compare Raft
-//! settings in one run (`om.raft.max_writes_per_entry=1`).
+//! settings in one run (`om.raft.snapshot_logs_since_last=100`).
 
 use anyhow::{bail, Context};
 
@@ -113,17 +113,17 @@ mod tests {
             Kind::Datanode,
         );
         assert_eq!(l, "other = 1\nheartbeat_interval = \"2s\"\n");
-        let r = parse("om.raft.max_writes_per_entry=1").unwrap();
+        let r = parse("om.raft.snapshot_logs_since_last=100").unwrap();
         assert!(r.raft);
         assert_eq!(
             (r.key.as_str(), r.value.as_str()),
-            ("max_writes_per_entry", "1")
+            ("snapshot_logs_since_last", "100")
         );
         let main = parse("om.block_token_lifetime=30s").unwrap();
         let both = [r.clone(), main];
         assert_eq!(
             raft_section("heartbeat_interval = \"1s\"\n", &both, Kind::Om),
-            "[raft]\nheartbeat_interval = \"1s\"\nmax_writes_per_entry = 1\n"
+            "[raft]\nheartbeat_interval = \"1s\"\nsnapshot_logs_since_last = 100\n"
         );
         assert_eq!(
             lines("", &both, Kind::Om),
