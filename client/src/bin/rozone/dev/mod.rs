@@ -376,7 +376,7 @@ impl Up {
             if let Some(e) = &client.s3_endpoint {
                 println!("S3 endpoint: {e} (credentials: rozone s3 getsecret)");
             }
-            if let (false, Some(ca)) = (enroll_addrs.is_empty(), &ca_cert) {
+            if let Some(ca) = ca_cert.as_ref().filter(|_| !enroll_addrs.is_empty()) {
                 println!(
                     "Join tokens: rozone admin join-token create --role ROLE --id N; redeem with --enroll-addr {} (CA {})",
                     enroll_addrs.join(","),
