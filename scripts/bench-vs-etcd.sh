@@ -57,7 +57,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/rozone/ccache}
 have_libclang() {
     compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
-        dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q 'install ok installed'
+        [ "$(dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null)" = 'install ok installed' ]
 }
 packages=()
 command -v etcd >/dev/null || [ -x /usr/bin/etcd ] || packages+=(etcd-server)

@@ -16,7 +16,7 @@ export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/rozone/ccache}
 
 have_libclang() {
     compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
-        dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q 'install ok installed'
+        [ "$(dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null)" = 'install ok installed' ]
 }
 
 packages=()

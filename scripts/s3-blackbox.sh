@@ -48,7 +48,10 @@ s3 cp s3://bbox/dir/small "$dir/small.back" >/dev/null || fail "aws s3 cp (get)"
 s3 cp s3://bbox/dir/big "$dir/big.back" >/dev/null || fail "aws s3 cp (get big)"
 cmp -s "$dir/small" "$dir/small.back" || fail "small object read back differs"
 cmp -s "$dir/big" "$dir/big.back" || fail "multipart object read back differs"
-s3 ls s3://bbox/dir/ | grep -q ' big$' || fail "aws s3 ls does not list big"
+# Listed into a variable first: `grep -q` quits at the first match, and under pipefail the
+# CLI's broken pipe on the lines after it (here `small`) would fail the pipeline.
+listing=$(s3 ls s3://bbox/dir/) || fail "aws s3 ls"
+grep -q ' big$' <<<"$listing" || fail "aws s3 ls does not list big: $listing"
 mkdir "$dir/tree"
 for i in 1 2 3; do echo "file $i" >"$dir/tree/f$i"; done
 s3 sync "$dir/tree" s3://bbox/tree/ >/dev/null || fail "aws s3 sync"

@@ -43,7 +43,7 @@ stage() {
 have_libclang() {
     # libclang.so itself: libclang-cpp (installed by other packages) does not serve bindgen.
     compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
-        dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null | grep -q 'install ok installed'
+        [ "$(dpkg-query -W -f='${Status}' libclang-dev 2>/dev/null)" = 'install ok installed' ]
 }
 
 install_build_deps() {
