@@ -34,6 +34,14 @@ config_struct! {
         /// container reports; commands come back in the reply).
         #[serde(with = "rozone_config::duration")]
         pub heartbeat_interval: Duration = Duration::from_secs(10),
+        /// How often to heartbeat while this datanode is in no healthy pipeline (a
+        /// new or restarted node, or one whose pipelines failed): the SCM hands out
+        /// pipelines in heartbeat replies, so one opens within this long of being
+        /// made. Also the pause after a failed heartbeat or registration, times
+        /// the failures in a row (up to heartbeat_interval). Capped by
+        /// heartbeat_interval.
+        #[serde(with = "rozone_config::duration")]
+        pub heartbeat_interval_without_pipeline: Duration = Duration::from_millis(250),
         /// How often a heartbeat carries the full container report (one is
         /// also sent at registration).
         #[serde(with = "rozone_config::duration")]
@@ -100,6 +108,9 @@ impl DaemonConfig for Config {
         });
         problems.check(!dn.heartbeat_interval.is_zero(), || {
             "datanode.heartbeat_interval must be above 0".into()
+        });
+        problems.check(!dn.heartbeat_interval_without_pipeline.is_zero(), || {
+            "datanode.heartbeat_interval_without_pipeline must be above 0".into()
         });
         problems.check(!dn.volume_check_timeout.is_zero(), || {
             "datanode.volume_check_timeout must be above 0".into()

@@ -38,8 +38,32 @@ pub struct ScmLink {
     pub pipelines: Arc<Pipelines>,
     pub executor: Arc<Executor>,
     pub interval: Duration,
+    /// The interval while registered and in no healthy pipeline (capped by `interval`).
+    pub interval_without_pipeline: Duration,
     pub full_report_interval: Duration,
     pub status: Arc<LinkStatus>,
+}
+
+/// The wait before the next heartbeat, never above `interval`: after `failures` failed
+/// calls in a row (no SCM leader yet, a leader change) `fast` times the failures, so a
+/// datanode registers and reports within moments of a leader being elected yet backs off
+/// while the SCMs stay away; `fast` while registered and in no healthy pipeline; else
+/// `interval`.
+fn heartbeat_wait(
+    registered: bool,
+    in_healthy_pipeline: bool,
+    failures: u32,
+    interval: Duration,
+    fast: Duration,
+) -> Duration {
+    let wait = if failures > 0 {
+        fast.saturating_mul(failures)
+    } else if registered && !in_healthy_pipeline {
+        fast
+    } else {
+        interval
+    };
+    wait.min(interval)
 }
 
 /// One heartbeat or registration may take at most this long.
@@ -119,16 +143,20 @@ impl ScmLink {
         let mut at = 0usize;
         let mut current = self.addrs.first().cloned().unwrap_or_default();
         let mut last_full: Option<Instant> = None;
-        let mut tick = tokio::time::interval(self.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The first heartbeat (a registration) goes at once.
+        let mut wait = Duration::ZERO;
+        let mut failures = 0u32;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep(wait) => {}
+                // A pipeline's leader changed: report it now.
+                _ = self.pipelines.report_now.notified() => {}
             }
             let r = self.beat(&current, &mut last_full).await;
             match r {
                 Ok(()) => {
+                    failures = 0;
                     self.status.heartbeats.fetch_add(1, Ordering::Relaxed);
                     *self.status.leader.lock().unwrap_or_else(|p| p.into_inner()) =
                         Some(current.clone());
@@ -136,8 +164,13 @@ impl ScmLink {
                 Err(s) => {
                     self.status.failures.fetch_add(1, Ordering::Relaxed);
                     match rozone_rpc::leader_hint(&s) {
-                        Some(h) if h != current => current = h,
+                        // Sent to the leader it names: retry soon, without backing off.
+                        Some(h) if h != current => {
+                            current = h;
+                            failures = failures.max(1);
+                        }
                         _ => {
+                            failures = failures.saturating_add(1);
                             at = (at + 1) % self.addrs.len().max(1);
                             current = self.addrs.get(at).cloned().unwrap_or_default();
                         }
@@ -145,7 +178,20 @@ impl ScmLink {
                     tracing::debug!(scm = %current, error = %s.message(), "SCM heartbeat failed");
                 }
             }
+            wait = self.next_wait(failures);
         }
+    }
+
+    /// Until the next heartbeat: sooner while registered and in no healthy pipeline, as
+    /// the SCM delivers a new pipeline only in a heartbeat reply.
+    fn next_wait(&self, failures: u32) -> Duration {
+        heartbeat_wait(
+            self.status.registered.load(Ordering::SeqCst),
+            self.pipelines.all().iter().any(|p| p.state.is_healthy()),
+            failures,
+            self.interval,
+            self.interval_without_pipeline,
+        )
     }
 
     async fn beat(&self, addr: &str, last_full: &mut Option<Instant>) -> Result<(), tonic::Status> {
@@ -219,4 +265,31 @@ async fn within<T>(
                 "no answer from the SCM within {CALL_TIMEOUT:?}"
             )))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heartbeat_wait;
+    use std::time::Duration;
+
+    #[test]
+    fn heartbeats_come_sooner_while_registered_without_a_healthy_pipeline() {
+        let (i, fast) = (Duration::from_secs(10), Duration::from_millis(250));
+        assert_eq!(heartbeat_wait(true, false, 0, i, fast), fast);
+        assert_eq!(heartbeat_wait(true, true, 0, i, fast), i);
+        assert_eq!(heartbeat_wait(false, false, 0, i, fast), i);
+        // Never slower than the configured interval.
+        assert_eq!(heartbeat_wait(true, false, 0, fast, i), fast);
+    }
+
+    #[test]
+    fn failed_heartbeats_retry_soon_then_slow_down_to_the_interval() {
+        let (i, fast) = (Duration::from_secs(10), Duration::from_millis(250));
+        let waits: Vec<u128> = [1, 2, 3, 39, 40, 41]
+            .into_iter()
+            .map(|f| heartbeat_wait(false, false, f, i, fast).as_millis())
+            .collect();
+        assert_eq!(waits, [250, 500, 750, 9750, 10000, 10000]);
+        assert_eq!(heartbeat_wait(true, true, u32::MAX, i, fast), i);
+    }
 }

@@ -170,6 +170,7 @@ impl Datanode {
             pipelines: pipelines.clone(),
             executor: executor.clone(),
             interval: dn.heartbeat_interval,
+            interval_without_pipeline: dn.heartbeat_interval_without_pipeline,
             full_report_interval: dn.container_report_interval,
             status: link.clone(),
         };

@@ -65,6 +65,9 @@ pub struct ScmNode {
     /// Term of the first leader this process heard from or was (0: none yet); see
     /// [`safemode::start`]. In memory only: a restart forgets it.
     first_leader_term: AtomicU64,
+    /// Runs the leader's background pass before its next tick: a datanode registered, so
+    /// pipelines may be made (and safe mode left) now rather than up to a tick later.
+    pub wake: tokio::sync::Notify,
 }
 
 /// Milliseconds since the Unix epoch (stamped before proposing, never in apply).
@@ -85,6 +88,7 @@ impl ScmNode {
             mem: Mutex::new(ClusterState::new(0, Instant::now())),
             alloc: tokio::sync::Mutex::new(()),
             first_leader_term: AtomicU64::new(0),
+            wake: tokio::sync::Notify::new(),
         })
     }
 

@@ -85,6 +85,13 @@ impl RocksLogStore {
         })
     }
 
+    /// Whether a vote was ever stored. openraft stores its vote before it grants it to a
+    /// candidate and before it acknowledges a leader's append, so a log without one belongs
+    /// to a member that has made no promise to any leader.
+    pub fn has_vote(&self) -> io::Result<bool> {
+        Ok(self.get_meta(KEY_VOTE)?.is_some())
+    }
+
     /// Runs `hook` before every append from now on.
     pub fn with_append_hook(mut self, hook: Option<Arc<dyn AppendHook>>) -> Self {
         self.hook = hook;

@@ -162,6 +162,22 @@ impl Pipeline {
     }
 }
 
+/// Wakes `report_now` whenever `group` learns of a (new) leader, until the group stops.
+fn report_leader_changes(
+    group: Arc<RaftGroup<PipelineLogic>>,
+    report_now: Arc<tokio::sync::Notify>,
+) {
+    tokio::spawn(async move {
+        let mut seen = (None, 0);
+        while let Some(view) = group.next_leader_view(seen).await {
+            if view.0.is_some() {
+                report_now.notify_one();
+            }
+            seen = view;
+        }
+    });
+}
+
 /// Every pipeline this datanode is a member of.
 pub struct Pipelines {
     pub node_id: u64,
@@ -174,6 +190,10 @@ pub struct Pipelines {
     map: Mutex<HashMap<u64, Arc<Pipeline>>>,
     /// Serialises creation and closing.
     change: tokio::sync::Mutex<()>,
+    /// Notified when a pipeline's leader changes: the SCM link reports at once instead of
+    /// at its next heartbeat, so clients and the SCM learn a new leader within a round
+    /// trip (as Ozone's datanodes trigger a heartbeat on a pipeline event).
+    pub report_now: Arc<tokio::sync::Notify>,
 }
 
 pub fn group_id(pipeline: u64) -> String {
@@ -198,6 +218,7 @@ impl Pipelines {
             clients,
             raft,
             map: Mutex::new(HashMap::new()),
+            report_now: Arc::default(),
             change: tokio::sync::Mutex::new(()),
         }
     }
@@ -349,6 +370,7 @@ impl Pipelines {
             healthy = state.is_healthy(),
             "pipeline started"
         );
+        report_leader_changes(group.clone(), self.report_now.clone());
         let p = Arc::new(Pipeline {
             id: f.id,
             group,

@@ -178,9 +178,11 @@ pub fn vote(m: &ReadGate, s: &State, c: Id, v: Id) -> Option<State> {
     // A restarted process withholds its vote for a while (`RaftGroup::vote_grace`), and a
     // voter that accepted an append recently refuses (openraft's vote lease); a candidate the
     // leader handed over to is exempt from both.
+    // A member that never stored a vote (term 0: it never acknowledged a leader) has none.
     let in_grace = m.flaw != Flaw::NoVoteGrace
+        && voter.term > 0
         && voter.started.is_some()
-        && !passed(now, voter.started, voter.rate, t.election_timeout_max);
+        && !passed(now, voter.started, voter.rate, t.election_timeout_min);
     let in_lease = !passed(now, voter.last_append, voter.rate, t.election_timeout_max);
     if !transfer && (in_grace || in_lease) {
         return None;

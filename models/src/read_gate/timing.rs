@@ -27,10 +27,11 @@ pub const CLOCK_RATES: [u64; 2] = [9, 11];
 /// so that every timeout can expire within the checked depth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
-    /// A follower stands for election no sooner than this after its timer last restarted.
+    /// A follower stands for election no sooner than this after its timer last restarted,
+    /// and a restarted member withholds its vote for this long (`vote_grace`).
     pub election_timeout_min: Duration,
     /// A voter that accepted an append refuses other candidates for this long (openraft's
-    /// vote lease), and a restarted member withholds its vote for this long (`vote_grace`).
+    /// vote lease).
     pub election_timeout_max: Duration,
     /// How long a quorum acknowledgement lets a leader serve reads.
     pub leader_lease: Duration,

@@ -36,6 +36,9 @@ pub fn spawn(core: Arc<ScmNode>, stop: CancellationToken) -> JoinHandle<()> {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {}
+                // Every step of a pass is gated by its own interval or idempotent, so an
+                // extra pass only does what is due (at most one is stored while one runs).
+                _ = core.wake.notified() => {}
             }
             core.observe_leader();
             if !core.group.is_ready_leader() {

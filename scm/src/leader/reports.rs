@@ -52,6 +52,8 @@ impl ScmNode {
         .await?;
         self.react_all(id, &full).await?;
         self.check_reported_pipelines(id, &pipelines)?;
+        // A new member may complete a pipeline: the background pass makes it now.
+        self.wake.notify_one();
         Ok(Registered {
             cluster_id,
             datanode_id: id,

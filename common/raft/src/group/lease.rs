@@ -180,15 +180,18 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         }
     }
 
-    /// While this process is younger than `election_timeout_max`, it withholds its vote from
+    /// While this process is younger than `election_timeout_min`, it withholds its vote from
     /// ordinary elections. Before a restart it may have acknowledged a leader's append, and
-    /// that leader counts on it not voting for another candidate for an election timeout;
-    /// the promise lived in memory, so a restarted member keeps it by waiting instead.
-    /// Elections a leader started by handing over leadership are exempt.
+    /// that leader counts on it not voting for another candidate while its lease lasts
+    /// (3/4 of `election_timeout_min` from the append's send, which came before this
+    /// process started); the promise lived in memory, so a restarted member keeps it by
+    /// waiting instead. The minimum leaves the lease's drift margin, as the vote lease does.
+    /// Elections a leader started by handing over leadership are exempt, and so is a member
+    /// whose log held no vote when it opened: it never acknowledged anyone.
     pub fn vote_grace(&self) -> Option<Duration> {
         self.cfg
-            .election_timeout_max
-            .checked_sub(self.started.elapsed())
+            .election_timeout_min
+            .checked_sub(self.grace_from?.elapsed())
             .filter(|d| !d.is_zero())
     }
 

@@ -45,8 +45,11 @@ pub struct RaftGroup<L: StateMachineLogic> {
     install_lock: tokio::sync::Mutex<()>,
     stats: Counters,
     net_stats: Arc<NetStats>,
-    /// When this process opened the group: the start of its vote grace.
-    started: Instant,
+    /// When this process opened the group, if its log held a vote from an earlier life:
+    /// the start of its vote grace. `None` for a member that never voted nor acknowledged
+    /// a leader (a new group, a member that joined as a learner and was not heard from
+    /// yet): it has no promise to keep, and a new pipeline elects its first leader at once.
+    grace_from: Option<Instant>,
     /// The term (+1; 0 = none) in which this leader asked another member to take over.
     transfer_term: AtomicU64,
     /// The ring id of this group's join record, once known (see [`crate::join`]); shared
@@ -97,10 +100,11 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         // Opening replays RocksDB WALs and loads the state machine: disk work, off the async
         // workers (other groups of this process keep their heartbeats meanwhile).
         let (dir, fsync) = (cfg.dir.clone(), cfg.fsync);
-        let (log, sm) = crate::blocking::run(move || {
+        let (log, sm, voted) = crate::blocking::run(move || {
             let log = RocksLogStore::open(&dir.join("log"), fsync)?;
+            let voted = log.has_vote()?;
             let sm = RocksStateMachine::open(&dir.join("sm"), &dir.join("snapshots"), logic)?;
-            Ok((log, sm))
+            Ok((log, sm, voted))
         })
         .await?;
         let log = log.with_append_hook(hook);
@@ -135,7 +139,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             install_lock: tokio::sync::Mutex::new(()),
             stats: Counters::default(),
             net_stats,
-            started: Instant::now(),
+            grace_from: voted.then(Instant::now),
             transfer_term: AtomicU64::new(0),
             ring,
             retry,
@@ -227,6 +231,31 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             )),
             Ok(()) => RaftGroupError::Timeout(format!("{what}: {e}")),
         })
+    }
+
+    /// Waits until this member's view of (leader, term) differs from `seen` and returns the
+    /// new view; `None` once the group has stopped (shut down or failed), at once if it had.
+    pub async fn next_leader_view(
+        &self,
+        seen: (Option<NodeId>, u64),
+    ) -> Option<(Option<NodeId>, u64)> {
+        let stopped = |m: &RaftMetrics| {
+            m.state == openraft::ServerState::Shutdown || m.running_state.is_err()
+        };
+        loop {
+            let r = self
+                .wait_for(Duration::from_secs(3600), "a leader change", move |m| {
+                    stopped(m) || (m.current_leader, m.current_term) != seen
+                })
+                .await;
+            let m = self.metrics();
+            if stopped(&m) {
+                return None;
+            }
+            if r.is_ok() {
+                return Some((m.current_leader, m.current_term));
+            }
+        }
     }
 
     /// Resolves, with openraft's message, once this group's Raft has stopped on a fatal
