@@ -156,6 +156,8 @@ impl Waiter {
                 None => return Ok(notes),
                 Some(w) => w,
             };
+            // RUST_LOG=debug shows where a start spends its time.
+            tracing::debug!(%waiting, "cluster not ready yet");
             if self.expired() {
                 bail!(
                     "cluster not ready after {:.0?}: waiting for {waiting}",
