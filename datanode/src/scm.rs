@@ -164,10 +164,10 @@ impl ScmLink {
                 Err(s) => {
                     self.status.failures.fetch_add(1, Ordering::Relaxed);
                     match rozone_rpc::leader_hint(&s) {
-                        // Sent to the leader it names: retry soon, without backing off.
+                        // An SCM answered and named the leader: retry there soon.
                         Some(h) if h != current => {
                             current = h;
-                            failures = failures.max(1);
+                            failures = 1;
                         }
                         _ => {
                             failures = failures.saturating_add(1);
