@@ -13,6 +13,7 @@
 //! A library with a thin `main.rs`, so tests can start datanodes in-process. Must not
 //! depend on the SCM or OM crates (only on their wire types).
 
+pub mod cli;
 pub mod clients;
 pub mod commands;
 pub mod config;

@@ -1,47 +1,5 @@
-//! `rozone-datanode`: parses flags, then hands over to the shared daemon main.
+//! `rozone-datanode`: the daemon's command line ([`rozone_datanode::cli`]).
 
-use std::net::SocketAddr;
-use std::process::ExitCode;
-
-use clap::Parser;
-use rozone_config::{CommonArgs, Overrides};
-
-/// rozone datanode.
-#[derive(Debug, Parser)]
-#[command(name = rozone_datanode::SERVICE, version)]
-struct Cli {
-    #[command(flatten)]
-    common: CommonArgs,
-
-    /// Sets datanode.container_addr: the container (chunk I/O) gRPC listener.
-    #[arg(long, value_name = "ADDR")]
-    container_addr: Option<SocketAddr>,
-
-    /// Sets datanode.raft_addr: the pipeline Raft listener.
-    #[arg(long, value_name = "ADDR")]
-    raft_addr: Option<SocketAddr>,
-
-    /// Sets datanode.replication_addr: serves container copies to other datanodes.
-    #[arg(long, value_name = "ADDR")]
-    replication_addr: Option<SocketAddr>,
-
-    /// Sets datanode.scm_addrs (repeat for each SCM): host:port of an SCM's client listener.
-    #[arg(long = "scm-addr", value_name = "HOST:PORT")]
-    scm_addrs: Vec<String>,
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let mut flags = Overrides::default();
-    flags
-        .flag("datanode.container_addr", cli.container_addr)
-        .flag("datanode.raft_addr", cli.raft_addr)
-        .flag("datanode.replication_addr", cli.replication_addr)
-        .flag_list("datanode.scm_addrs", &cli.scm_addrs);
-    rozone_telemetry::daemon_main(
-        rozone_datanode::SERVICE,
-        &cli.common,
-        flags,
-        rozone_datanode::run,
-    )
+fn main() -> std::process::ExitCode {
+    rozone_datanode::cli::main()
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the rozone image (the three daemons and the `rozone` CLI) from binaries already
+# Builds the rozone image (the daemons and the `rozone` CLI) from binaries already
 # built on this machine: the release profile (cargo build --release --workspace --bins),
 # stripped (any binary given with --bin-dir is stripped on its way into the image).
 #
@@ -21,7 +21,10 @@ tag=rozone:dev
 base=scratch
 bin_dir=${CARGO_TARGET_DIR:-$HOME/.cache/rozone/target}/release
 busybox=${BUSYBOX:-}
-bins=(rozone rozone-scm rozone-om rozone-datanode rozone-s3g)
+# Shipped: the multi-call `rozone-daemons`, which the CLI's and every daemon's name link to
+# (one copy of RocksDB and the Rust stack instead of five; daemons/src/main.rs).
+bins=(rozone-daemons)
+daemons=(rozone rozone-scm rozone-om rozone-datanode rozone-s3g)
 
 die() {
     echo "build-image: $*" >&2
@@ -86,6 +89,12 @@ shared_libs() {
     awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' <<<"$out"
 }
 
+# Each program's name as a link to rozone-daemons in directory $1.
+link_daemons() {
+    local d
+    for d in "${daemons[@]}"; do ln -sf rozone-daemons "$1/$d"; done
+}
+
 assemble_rootfs() {
     local root=$ctx/rootfs lib
     mkdir -p "$root/usr/local/bin" "$root/bin" "$root/etc/rozone" "$root/tmp" "$ctx/data"
@@ -95,10 +104,19 @@ assemble_rootfs() {
             [ -e "$root$lib" ] || copy_into "$lib" "$root"
         done
     done
-    # The loader may also be looked for under its canonical name (merged /usr).
-    for lib in $(shared_libs "$bin_dir/rozone-scm"); do
+    link_daemons "$root/usr/local/bin"
+    # The loader may also be looked for under its canonical name (merged /usr): one copy
+    # there, and the name the binaries ask for as a link to it.
+    local canonical
+    for lib in $(shared_libs "$bin_dir/rozone-daemons"); do
         case $lib in
-        */ld-linux*) copy_into "$(readlink -f "$lib")" "$root" ;;
+        */ld-linux*)
+            canonical=$(readlink -f "$lib")
+            if [ "$canonical" != "$lib" ]; then
+                copy_into "$canonical" "$root"
+                ln -sf "$canonical" "$root$lib"
+            fi
+            ;;
         esac
     done
 
@@ -141,6 +159,7 @@ if [ "$base" = scratch ]; then
 else
     mkdir -p "$ctx/bin"
     for b in "${bins[@]}"; do strip -o "$ctx/bin/$b" "$bin_dir/$b"; done
+    link_daemons "$ctx/bin"
     cp "$here/Dockerfile" "$ctx/Dockerfile"
     echo "build-image: $tag FROM $base"
 fi
@@ -152,7 +171,7 @@ if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "VERSION=$version" 
 fi
 
 # The image must run what it carries: each binary starts, and wget is there for healthchecks.
-for b in "${bins[@]}"; do
+for b in "${daemons[@]}"; do
     docker run --rm --network none "$tag" "$b" --help >/dev/null ||
         die "$b does not run in $tag"
 done

@@ -8,6 +8,7 @@
 
 pub mod block_pool;
 pub mod bootstrap;
+pub mod cli;
 pub mod config;
 pub mod convert;
 pub mod error;

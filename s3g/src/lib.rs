@@ -12,6 +12,7 @@
 pub mod auth;
 pub mod body;
 pub mod buckets;
+pub mod cli;
 pub mod config;
 pub mod copy;
 pub mod core;

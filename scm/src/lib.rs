@@ -18,6 +18,7 @@
 //! A library with a thin `main.rs`, so tests can start an SCM in-process.
 //! Must not depend on the OM or datanode crates.
 
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod convert;

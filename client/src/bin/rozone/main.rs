@@ -56,7 +56,10 @@ pub enum Command {
     S3(s3::S3Command),
 }
 
-fn main() -> ExitCode {
+/// Parses this process's arguments and runs the command. Public because these sources are
+/// also the `rozone_cli` library (cli/Cargo.toml) that the image's multi-call
+/// `rozone-daemons` runs as `rozone`.
+pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
     let rt = match tokio::runtime::Builder::new_multi_thread()
