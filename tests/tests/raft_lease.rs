@@ -16,6 +16,15 @@ fn tune() -> rozone_tests::Tune {
     Arc::new(|_| {})
 }
 
+/// Election timeouts long enough that a grace counted from a member's start cannot run out
+/// between the start and the test's first look at it, however slow the machine.
+fn slow_elections() -> rozone_tests::Tune {
+    Arc::new(|c| {
+        c.election_timeout_min = Duration::from_secs(5);
+        c.election_timeout_max = Duration::from_secs(10);
+    })
+}
+
 /// Polls `f` until it holds (readiness wait with a deadline, not a sleep for luck).
 async fn eventually(what: &str, f: impl Fn() -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
@@ -78,7 +87,7 @@ async fn sole_voter_holds_its_lease_without_acknowledgements() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restarted_member_withholds_its_vote_for_an_election_timeout() {
     init_tracing();
-    let mut c = Cluster::start(3, tune()).await.unwrap();
+    let mut c = Cluster::start(3, slow_elections()).await.unwrap();
     put(&c, "a", "1").await.unwrap();
     let l = c.wait_ready_leader().await.unwrap();
     let f = c.running().into_iter().find(|id| *id != l).unwrap();
@@ -116,7 +125,7 @@ async fn restarted_member_withholds_its_vote_for_an_election_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn members_of_a_new_group_vote_at_once() {
     init_tracing();
-    let mut c = Cluster::new(tune()).unwrap();
+    let mut c = Cluster::new(slow_elections()).unwrap();
     for id in 1..=3 {
         c.start_member(id).await.unwrap();
         assert_eq!(c.member(id).unwrap().group.vote_grace(), None);
