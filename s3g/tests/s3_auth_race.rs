@@ -1,7 +1,8 @@
 //! Credentials and the conditional-create race through the real gateway: a wrong secret is
 //! SignatureDoesNotMatch, an unknown key InvalidAccessKeyId, a revoked key stops working;
 //! 16 concurrent `If-None-Match: *` puts of one key: exactly one wins, and its bytes are
-//! what a read returns; presigned GET and PUT URLs work until they expire.
+//! what a read returns; presigned GET and PUT URLs work until they expire, and tampered or
+//! expired ones are refused for that reason without writing anything.
 
 mod common;
 
@@ -89,9 +90,23 @@ async fn credentials_and_the_conditional_create_race() {
         .unwrap();
     let (st, body) = http("GET", get.uri(), &headers(&get), b"");
     assert_eq!((st, body.as_slice()), (200, &b"by url"[..]));
+    // Tampered (another key than the one signed) and expired URLs, GET and PUT: refused
+    // for that reason, and a refused PUT writes nothing.
+    let refused = |(st, body): (u16, Vec<u8>), want: &str| {
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert_eq!(st, 403, "{text}");
+        assert!(text.contains(want), "want {want}: {text}");
+    };
     let tampered = get.uri().replace("presigned?", "other?");
-    let (st, body) = http("GET", &tampered, &headers(&get), b"");
-    assert_eq!(st, 403, "{}", String::from_utf8_lossy(&body));
+    refused(
+        http("GET", &tampered, &headers(&get), b""),
+        "<Code>SignatureDoesNotMatch</Code>",
+    );
+    let tampered = put.uri().replace("presigned?", "other?");
+    refused(
+        http("PUT", &tampered, &headers(&put), b"forged"),
+        "<Code>SignatureDoesNotMatch</Code>",
+    );
     let expired = PresigningConfig::builder()
         .start_time(std::time::SystemTime::now() - Duration::from_secs(3600))
         .expires_in(Duration::from_secs(60))
@@ -101,11 +116,34 @@ async fn credentials_and_the_conditional_create_race() {
         .get_object()
         .bucket("race")
         .key("presigned")
+        .presigned(expired.clone())
+        .await
+        .unwrap();
+    refused(
+        http("GET", old.uri(), &headers(&old), b""),
+        "Request has expired",
+    );
+    let old = s3
+        .put_object()
+        .bucket("race")
+        .key("late")
         .presigned(expired)
         .await
         .unwrap();
-    let (st, body) = http("GET", old.uri(), &headers(&old), b"");
-    assert_eq!(st, 403, "{}", String::from_utf8_lossy(&body));
+    refused(
+        http("PUT", old.uri(), &headers(&old), b"too late"),
+        "Request has expired",
+    );
+    for key in ["other", "late"] {
+        let e = s3
+            .head_object()
+            .bucket("race")
+            .key(key)
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(common::status(&e), Some(404), "{key} was written");
+    }
 
     // Revoked: refused once the gateway's secret cache (s3g.secret_cache_ttl) expires.
     c.cli(&["admin", "s3", "revoke", "--user", "bob"]);

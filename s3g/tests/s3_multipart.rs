@@ -363,3 +363,261 @@ async fn upload_part_copy_assembles_ranges_of_other_objects() {
         .into_bytes();
     assert!(a_back[..] == a[..], "the copy source changed");
 }
+
+/// Starts an upload of `key` with one part of `body`; returns its id and the part list.
+async fn one_part_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &[u8],
+) -> (String, Vec<(i32, String)>) {
+    let id = s3
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap()
+        .upload_id()
+        .unwrap()
+        .to_string();
+    let r = s3
+        .upload_part()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(&id)
+        .part_number(1)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .unwrap();
+    (id, vec![(1, r.e_tag().unwrap().to_string())])
+}
+
+async fn read(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> (String, Vec<u8>) {
+    let got = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    let etag = got.e_tag().unwrap().to_string();
+    (
+        etag,
+        got.body.collect().await.unwrap().into_bytes().to_vec(),
+    )
+}
+
+/// CompleteMultipartUpload with `If-None-Match: *` and `If-Match`: refused completions
+/// answer PreconditionFailed (NoSuchKey for If-Match on a missing key) and keep the upload,
+/// which then completes under the right condition; of two uploads completing one new key
+/// create-only, exactly one wins. Also: user metadata of a multipart object, and ListParts
+/// and ListMultipartUploads in pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conditional_completion_metadata_and_paged_listings() {
+    let c = Cluster::up();
+    let s3 = c.user("erin");
+    s3.create_bucket().bucket("cond").send().await.unwrap();
+    let old = s3
+        .put_object()
+        .bucket("cond")
+        .key("k")
+        .body(ByteStream::from_static(b"old bytes"))
+        .send()
+        .await
+        .unwrap();
+    let old_etag = old.e_tag().unwrap().to_string();
+
+    let (id, parts) = one_part_upload(&s3, "cond", "k", b"new bytes").await;
+    let complete = || {
+        s3.complete_multipart_upload()
+            .bucket("cond")
+            .key("k")
+            .upload_id(&id)
+            .multipart_upload(completed(&parts))
+    };
+    let e = complete().if_none_match("*").send().await.unwrap_err();
+    assert_eq!(code(&e), "PreconditionFailed");
+    let e = complete()
+        .if_match("\"0123456789abcdef0123456789abcdef\"")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "PreconditionFailed");
+    // Refused: the old object is whole and the upload still lists its part.
+    assert_eq!(
+        read(&s3, "cond", "k").await,
+        (old_etag.clone(), b"old bytes".to_vec())
+    );
+    let listed = s3
+        .list_parts()
+        .bucket("cond")
+        .key("k")
+        .upload_id(&id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.parts().len(), 1);
+    let done = complete().if_match(&old_etag).send().await.unwrap();
+    assert_eq!(
+        read(&s3, "cond", "k").await,
+        (done.e_tag().unwrap().to_string(), b"new bytes".to_vec())
+    );
+
+    // If-Match on a key that does not exist.
+    let (id, parts) = one_part_upload(&s3, "cond", "absent", b"x").await;
+    let e = s3
+        .complete_multipart_upload()
+        .bucket("cond")
+        .key("absent")
+        .upload_id(&id)
+        .multipart_upload(completed(&parts))
+        .if_match(&old_etag)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(code(&e), "NoSuchKey");
+
+    // Two uploads of one new key, both create-only: the first completion wins, the second
+    // is refused and the object keeps the winner's bytes.
+    let (a, a_parts) = one_part_upload(&s3, "cond", "race", b"writer a").await;
+    let (b, b_parts) = one_part_upload(&s3, "cond", "race", b"writer b").await;
+    let (ra, rb) = tokio::join!(
+        s3.complete_multipart_upload()
+            .bucket("cond")
+            .key("race")
+            .upload_id(&a)
+            .multipart_upload(completed(&a_parts))
+            .if_none_match("*")
+            .send(),
+        s3.complete_multipart_upload()
+            .bucket("cond")
+            .key("race")
+            .upload_id(&b)
+            .multipart_upload(completed(&b_parts))
+            .if_none_match("*")
+            .send(),
+    );
+    let winner: &[u8] = match (&ra, &rb) {
+        (Ok(_), Err(e)) => {
+            assert_eq!(code(e), "PreconditionFailed");
+            b"writer a"
+        }
+        (Err(e), Ok(_)) => {
+            assert_eq!(code(e), "PreconditionFailed");
+            b"writer b"
+        }
+        other => panic!("exactly one create-only completion must win: {other:?}"),
+    };
+    assert_eq!(read(&s3, "cond", "race").await.1, winner);
+
+    // User metadata given at CreateMultipartUpload is the object's.
+    let id = s3
+        .create_multipart_upload()
+        .bucket("cond")
+        .key("meta")
+        .metadata("colour", "blue")
+        .content_type("text/x-meta")
+        .send()
+        .await
+        .unwrap()
+        .upload_id()
+        .unwrap()
+        .to_string();
+    let mut parts = Vec::new();
+    for n in 1..=3 {
+        let r = s3
+            .upload_part()
+            .bucket("cond")
+            .key("meta")
+            .upload_id(&id)
+            .part_number(n)
+            .body(ByteStream::from(data(5 << 20, n as u64)))
+            .send()
+            .await
+            .unwrap();
+        parts.push((n, r.e_tag().unwrap().to_string()));
+    }
+    // ListParts two at a time: parts 1 and 2, then 3 from the marker.
+    let page = s3
+        .list_parts()
+        .bucket("cond")
+        .key("meta")
+        .upload_id(&id)
+        .max_parts(2)
+        .send()
+        .await
+        .unwrap();
+    let numbers = |p: &[aws_sdk_s3::types::Part]| -> Vec<i32> {
+        p.iter().filter_map(|p| p.part_number()).collect()
+    };
+    assert_eq!(numbers(page.parts()), [1, 2]);
+    assert_eq!(page.is_truncated(), Some(true));
+    assert_eq!(page.next_part_number_marker(), Some("2"));
+    let rest = s3
+        .list_parts()
+        .bucket("cond")
+        .key("meta")
+        .upload_id(&id)
+        .max_parts(2)
+        .part_number_marker("2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(numbers(rest.parts()), [3]);
+    assert_eq!(rest.is_truncated(), Some(false));
+
+    // ListMultipartUploads one at a time over the three still open: "absent" (refused),
+    // the race's loser (a refused completion keeps its upload) and "meta".
+    let mut seen = Vec::new();
+    let (mut key_marker, mut id_marker) = (None::<String>, None::<String>);
+    loop {
+        let page = s3
+            .list_multipart_uploads()
+            .bucket("cond")
+            .max_uploads(1)
+            .set_key_marker(key_marker.clone())
+            .set_upload_id_marker(id_marker.clone())
+            .send()
+            .await
+            .unwrap();
+        assert!(page.uploads().len() <= 1);
+        seen.extend(
+            page.uploads()
+                .iter()
+                .filter_map(|u| u.key().map(String::from)),
+        );
+        if page.is_truncated() != Some(true) {
+            break;
+        }
+        key_marker = page.next_key_marker().map(String::from);
+        id_marker = page.next_upload_id_marker().map(String::from);
+        assert!(seen.len() < 10, "paging does not end: {seen:?}");
+    }
+    assert_eq!(seen, ["absent", "meta", "race"]);
+
+    s3.complete_multipart_upload()
+        .bucket("cond")
+        .key("meta")
+        .upload_id(&id)
+        .multipart_upload(completed(&parts))
+        .send()
+        .await
+        .unwrap();
+    let head = s3
+        .head_object()
+        .bucket("cond")
+        .key("meta")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        head.metadata()
+            .and_then(|m| m.get("colour"))
+            .map(String::as_str),
+        Some("blue")
+    );
+    assert_eq!(head.content_type(), Some("text/x-meta"));
+    assert_eq!(head.e_tag().map(|e| e.ends_with("-3\"")), Some(true));
+}

@@ -440,6 +440,40 @@ async fn s3_operations_through_the_gateway() {
     .iter()
     .map(|k| ObjectIdentifier::builder().key(*k).build().unwrap())
     .collect();
+    // Quiet mode: nothing listed for keys deleted, a missing key counts as deleted (as S3).
+    s3.put_object()
+        .bucket("bkt1")
+        .key("quiet")
+        .body(ByteStream::from_static(b"q"))
+        .send()
+        .await
+        .unwrap();
+    let quiet: Vec<ObjectIdentifier> = ["quiet", "never-was"]
+        .iter()
+        .map(|k| ObjectIdentifier::builder().key(*k).build().unwrap())
+        .collect();
+    let d = s3
+        .delete_objects()
+        .bucket("bkt1")
+        .delete(
+            Delete::builder()
+                .set_objects(Some(quiet))
+                .quiet(true)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(d.deleted().is_empty() && d.errors().is_empty(), "{d:?}");
+    let e = s3
+        .head_object()
+        .bucket("bkt1")
+        .key("quiet")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(status(&e), Some(404));
     let d = s3
         .delete_objects()
         .bucket("bkt1")
@@ -461,4 +495,22 @@ async fn s3_operations_through_the_gateway() {
         .await
         .unwrap_err();
     assert_eq!(code(&e), "NoSuchBucket");
+
+    // The gateway's own endpoint: alive, and counting what it served above.
+    let web = c.gateway_http();
+    let (st, _) = http("GET", &format!("{web}/health"), &[], b"");
+    assert_eq!(st, 200);
+    let (st, body) = http("GET", &format!("{web}/metrics"), &[], b"");
+    let text = String::from_utf8_lossy(&body);
+    assert_eq!(st, 200, "{text}");
+    let value = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    assert!(value("rozone_s3g_requests_total") > 50);
+    // Refusals above: anonymous, an existing bucket, a bad name, missing keys, ...
+    assert!(value("rozone_s3g_errors_total") >= 5);
+    assert!(value("rozone_s3g_bytes_in_total") > 0);
+    assert!(value("rozone_s3g_bytes_out_total") > 0);
 }

@@ -103,6 +103,20 @@ impl Cluster {
         }
     }
 
+    /// `http://127.0.0.1:PORT` of the gateway's `/health`, `/ready` and `/metrics`, from the
+    /// cluster's `cluster.json`.
+    pub fn gateway_http(&self) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("cluster.json")).expect("cluster.json");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("cluster.json is JSON");
+        let port = v["nodes"]
+            .as_array()
+            .and_then(|n| n.iter().find(|n| n["kind"] == "s3g"))
+            .and_then(|n| n["http"].as_u64())
+            .unwrap_or_else(|| panic!("no s3g node in {text}"));
+        format!("http://127.0.0.1:{port}")
+    }
+
     /// `rozone --config client.toml ARGS`, its stdout.
     pub fn cli(&self, args: &[&str]) -> String {
         ok(rozone()
