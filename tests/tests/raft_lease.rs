@@ -2,7 +2,9 @@
 //! gRPC: a leader cut off from its quorum stops counting as ready even while openraft still
 //! calls it leader, a sole voter keeps its lease, and a restarted member withholds its vote
 //! for an election timeout so the lease its acknowledgements promised survives the restart
-//! (while the members of a new group, which never acknowledged a leader, vote at once).
+//! (while the members of a new group, which never acknowledged a leader, vote at once, and
+//! the leader a member followed gets its vote at once: a ring restarted whole re-elects its
+//! old leader without waiting for election timers).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +93,12 @@ async fn restarted_member_withholds_its_vote_for_an_election_timeout() {
     put(&c, "a", "1").await.unwrap();
     let l = c.wait_ready_leader().await.unwrap();
     let f = c.running().into_iter().find(|id| *id != l).unwrap();
+    // Not the leader `f` followed: that one would be exempt (the test below).
+    let other = c
+        .running()
+        .into_iter()
+        .find(|id| *id != l && *id != f)
+        .unwrap();
     c.stop_member(f).await.unwrap();
     c.start_member(f).await.unwrap();
     let g = c.member(f).unwrap().group.clone();
@@ -98,7 +106,7 @@ async fn restarted_member_withholds_its_vote_for_an_election_timeout() {
     // A candidate with a higher term and as long a log: granted but for the grace.
     let ask = |transfer: bool| {
         let mut r = VoteRequest::new(
-            rozone_raft::types::Vote::new(m.current_term + 5, l),
+            rozone_raft::types::Vote::new(m.current_term + 5, other),
             m.last_applied,
         );
         r.leadership_transfer = transfer;
@@ -145,4 +153,86 @@ async fn members_of_a_new_group_vote_at_once() {
     c.stop_member(f).await.unwrap();
     c.start_member(f).await.unwrap();
     assert!(c.member(f).unwrap().group.vote_grace().is_some());
+}
+
+/// Fails on ebc2cfe (the grace held up every candidate): the leader a restarted member
+/// followed was refused like any other candidate ("vote withheld"). Its vote names that
+/// leader, the only one whose lease its acknowledgements can support, and a node standing
+/// for election has stopped leading: granting it breaks no promise. Another candidate still
+/// waits out the grace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_member_votes_at_once_for_the_leader_it_followed() {
+    init_tracing();
+    let mut c = Cluster::start(3, slow_elections()).await.unwrap();
+    put(&c, "a", "1").await.unwrap();
+    let l = c.wait_ready_leader().await.unwrap();
+    let f = c.running().into_iter().find(|id| *id != l).unwrap();
+    let other = c
+        .running()
+        .into_iter()
+        .find(|id| *id != l && *id != f)
+        .unwrap();
+    c.stop_member(f).await.unwrap();
+    c.start_member(f).await.unwrap();
+    let g = c.member(f).unwrap().group.clone();
+    assert!(g.vote_grace().is_some());
+    let m = g.metrics();
+    let ask = |candidate| {
+        VoteRequest::new(
+            rozone_raft::types::Vote::new(m.current_term + 5, candidate),
+            m.last_applied,
+        )
+    };
+    let err = GroupHandle::pre_vote(g.as_ref(), ask(other))
+        .await
+        .unwrap_err();
+    assert!(err.contains("vote withheld"), "{err}");
+    let err = GroupHandle::vote(g.as_ref(), ask(other)).await.unwrap_err();
+    assert!(err.contains("vote withheld"), "{err}");
+    GroupHandle::pre_vote(g.as_ref(), ask(l)).await.unwrap();
+    GroupHandle::vote(g.as_ref(), ask(l)).await.unwrap();
+    assert!(
+        g.vote_grace().is_some(),
+        "still in its grace: granted by the exemption"
+    );
+}
+
+/// Fails on ebc2cfe: after all three members stop and start again, no leader existed until
+/// the first election timer fired (`election_timeout_min` = 10 s here) and the restarted
+/// voters' grace ran out. Now the member whose vote names itself stands at once and the
+/// others grant it: the old leader leads again long before any timer could fire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ring_restarted_whole_elects_its_old_leader_without_waiting_for_timers() {
+    init_tracing();
+    let min = Duration::from_secs(10);
+    let tune: rozone_tests::Tune = Arc::new(move |c| {
+        c.election_timeout_min = min;
+        c.election_timeout_max = min * 2;
+    });
+    let mut c = Cluster::start(3, tune).await.unwrap();
+    put(&c, "a", "1").await.unwrap();
+    let l = c.wait_ready_leader().await.unwrap();
+    c.stop_all().await.unwrap();
+    let started = std::time::Instant::now();
+    for id in 1..=3 {
+        c.start_member(id).await.unwrap();
+    }
+    let deadline = tokio::time::Instant::now() + min;
+    let leader = loop {
+        if let Some(id) = c
+            .running()
+            .into_iter()
+            .find(|id| c.member(*id).unwrap().group.is_ready_leader())
+        {
+            break id;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no ready leader within election_timeout_min of the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(started.elapsed() < min, "elected by a timer, not at once");
+    assert_eq!(leader, l, "the old leader leads again");
+    put(&c, "b", "2").await.unwrap();
 }

@@ -85,11 +85,13 @@ impl RocksLogStore {
         })
     }
 
-    /// Whether a vote was ever stored. openraft stores its vote before it grants it to a
-    /// candidate and before it acknowledges a leader's append, so a log without one belongs
-    /// to a member that has made no promise to any leader.
-    pub fn has_vote(&self) -> io::Result<bool> {
-        Ok(self.get_meta(KEY_VOTE)?.is_some())
+    /// The stored vote, if one was ever stored. openraft stores its vote before it grants it
+    /// to a candidate and before it acknowledges a leader's append, so a log without one
+    /// belongs to a member that has made no promise to any leader.
+    pub fn stored_vote(&self) -> io::Result<Option<Vote>> {
+        self.get_meta(KEY_VOTE)?
+            .map(|b| record::decode_vote(&b))
+            .transpose()
     }
 
     /// Runs `hook` before every append from now on.

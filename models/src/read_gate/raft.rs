@@ -138,7 +138,11 @@ fn advance_commit(s: &mut State, l: Id) {
 /// A follower or candidate whose election timer ran out stands for election.
 pub fn timeout(m: &ReadGate, s: &State, c: Id) -> Option<State> {
     let mem = &s.members[c];
-    if mem.leading().is_some() || !passed(s.now, mem.timer, mem.rate, m.timing.election_timeout_min)
+    // A restarted member that had won its term (its durable vote names itself) stands at once
+    // (`restart::elect_promptly`); everyone else waits for the timer.
+    let prompt = mem.won && mem.started.is_some() && mem.role == Role::Follower;
+    if mem.leading().is_some()
+        || !(prompt || passed(s.now, mem.timer, mem.rate, m.timing.election_timeout_min))
     {
         return None;
     }
@@ -178,10 +182,13 @@ pub fn vote(m: &ReadGate, s: &State, c: Id, v: Id) -> Option<State> {
     // A restarted process withholds its vote for a while (`RaftGroup::vote_grace`), and a
     // voter that accepted an append recently refuses (openraft's vote lease); a candidate the
     // leader handed over to is exempt from both.
-    // A member that never stored a vote (term 0: it never acknowledged a leader) has none.
+    // A member that never stored a vote (term 0: it never acknowledged a leader) has none,
+    // and the grace does not hold up the candidate its durable vote names (`votes_for`: the
+    // only leader whose lease its acknowledgements may support).
     let in_grace = m.flaw != Flaw::NoVoteGrace
         && voter.term > 0
         && voter.started.is_some()
+        && voter.voted_for != Some(c)
         && !passed(now, voter.started, voter.rate, t.election_timeout_min);
     let in_lease = !passed(now, voter.last_append, voter.rate, t.election_timeout_max);
     if !transfer && (in_grace || in_lease) {

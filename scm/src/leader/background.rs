@@ -21,6 +21,9 @@ use crate::state::{read, ContainerState, DatanodeRecord, DeletedBlocksTxn};
 /// Most deleted-block transactions sent per pass.
 const DELETE_BATCH: usize = 1000;
 
+/// How often an elected SCM that is not ready yet looks again.
+const BECOMING_READY_POLL: Duration = Duration::from_millis(20);
+
 /// How often the loop wakes: often enough to see a node go stale close to its interval.
 pub fn tick_interval(stale_after: Duration) -> Duration {
     (stale_after / 4).clamp(Duration::from_millis(20), Duration::from_secs(1))
@@ -32,6 +35,7 @@ pub fn spawn(core: Arc<ScmNode>, stop: CancellationToken) -> JoinHandle<()> {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut last_rm: Option<(u64, Instant)> = None;
         let mut last_del: Option<Instant> = None;
+        let mut becoming_ready = false;
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
@@ -39,11 +43,18 @@ pub fn spawn(core: Arc<ScmNode>, stop: CancellationToken) -> JoinHandle<()> {
                 // Every step of a pass is gated by its own interval or idempotent, so an
                 // extra pass only does what is due (at most one is stored while one runs).
                 _ = core.wake.notified() => {}
+                // Elected but not ready yet (its term's first entry being applied, the first
+                // acknowledgements on their way): look again shortly, not a tick later, so a
+                // new leader starts its term (and takes registrations) at once.
+                _ = tokio::time::sleep(BECOMING_READY_POLL), if becoming_ready => {}
             }
             core.observe_leader();
             if !core.group.is_ready_leader() {
+                let v = core.group.ring_view();
+                becoming_ready = v.leader_id == Some(v.node_id);
                 continue;
             }
+            becoming_ready = false;
             if let Err(e) = core.tick(&mut last_rm, &mut last_del).await {
                 // Lost leadership mid-way, or a storage error: the next tick retries.
                 tracing::debug!(error = %e, "SCM leader background pass stopped");

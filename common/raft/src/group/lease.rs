@@ -1,12 +1,12 @@
 //! The write and read paths of a group and the leader gate they pass: a leader serves
 //! only while it holds its lease ([`crate::gate`]); anything else is refused with the error
-//! a client retries on. Also the vote grace of a restarted member.
+//! a client retries on. (The vote grace of a restarted member is in [`super::restart`].)
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use openraft::errors::{ClientWriteError, RaftError};
-use openraft::raft::{ReadPolicy, VoteRequest};
+use openraft::raft::ReadPolicy;
 
 use crate::codec::decode;
 use crate::contact::{leader_ready, ContactRecord};
@@ -180,38 +180,9 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         }
     }
 
-    /// While this process is younger than `election_timeout_min`, it withholds its vote from
-    /// ordinary elections. Before a restart it may have acknowledged a leader's append, and
-    /// that leader counts on it not voting for another candidate while its lease lasts
-    /// (3/4 of `election_timeout_min` from the append's send, which came before this
-    /// process started); the promise lived in memory, so a restarted member keeps it by
-    /// waiting instead. The minimum leaves the lease's drift margin, as the vote lease does.
-    /// Elections a leader started by handing over leadership are exempt, and so is a member
-    /// whose log held no vote when it opened: it never acknowledged anyone.
-    pub fn vote_grace(&self) -> Option<Duration> {
-        self.cfg
-            .election_timeout_min
-            .checked_sub(self.grace_from?.elapsed())
-            .filter(|d| !d.is_zero())
-    }
-
     /// The last accepted append from a leader, if any.
     pub fn leader_contact(&self) -> Option<ContactRecord> {
         self.contact.last()
-    }
-
-    pub(super) fn check_vote_grace(&self, req: &VoteRequest<TypeConfig>) -> Result<(), String> {
-        match self.vote_grace() {
-            Some(left) if !req.leadership_transfer => {
-                tracing::debug!(group = %self.cfg.group_id, candidate = %req.vote, ?left, "vote withheld");
-                Err(format!(
-                    "vote withheld: this member restarted less than an election timeout ago \
-                     ({} left)",
-                    rozone_config::format_duration(Duration::from_millis(left.as_millis() as u64))
-                ))
-            }
-            _ => Ok(()),
-        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! what the parts share; the API is split by concern: [`config`] (how to run a group),
 //! [`lease`] (the write and read paths and the leader gate they pass), [`membership`]
 //! (initialise, add, promote, remove, hand over), [`snapshots`] (build, purge, download
-//! and install) and [`peer`] (the answers to the ring's Raft RPCs).
+//! and install), [`restart`] (the vote grace and the prompt election after a restart) and
+//! [`peer`] (the answers to the ring's Raft RPCs).
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ mod config;
 mod lease;
 mod membership;
 mod peer;
+mod restart;
 mod snapshots;
 
 pub use config::GroupConfig;
@@ -50,6 +52,11 @@ pub struct RaftGroup<L: StateMachineLogic> {
     /// a leader (a new group, a member that joined as a learner and was not heard from
     /// yet): it has no promise to keep, and a new pipeline elects its first leader at once.
     grace_from: Option<Instant>,
+    /// The vote stored when the group opened: what [`Self::votes_for`] goes by until
+    /// openraft's metrics report the vote (they start from a blank one).
+    opened_vote: Option<crate::types::Vote>,
+    /// Set once peers are first served (the prompt election is considered then, once).
+    prompted: std::sync::atomic::AtomicBool,
     /// The term (+1; 0 = none) in which this leader asked another member to take over.
     transfer_term: AtomicU64,
     /// The ring id of this group's join record, once known (see [`crate::join`]); shared
@@ -102,7 +109,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         let (dir, fsync) = (cfg.dir.clone(), cfg.fsync);
         let (log, sm, voted) = crate::blocking::run(move || {
             let log = RocksLogStore::open(&dir.join("log"), fsync)?;
-            let voted = log.has_vote()?;
+            let voted = log.stored_vote()?;
             let sm = RocksStateMachine::open(&dir.join("sm"), &dir.join("snapshots"), logic)?;
             Ok((log, sm, voted))
         })
@@ -139,7 +146,9 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             install_lock: tokio::sync::Mutex::new(()),
             stats: Counters::default(),
             net_stats,
-            grace_from: voted.then(Instant::now),
+            grace_from: voted.is_some().then(Instant::now),
+            opened_vote: voted,
+            prompted: Default::default(),
             transfer_term: AtomicU64::new(0),
             ring,
             retry,
@@ -163,9 +172,21 @@ impl<L: StateMachineLogic> RaftGroup<L> {
         )
     }
 
-    /// Opens the peer port to this group: from now on it answers the ring's Raft RPCs.
+    /// Opens the peer port to this group: from now on it answers the ring's Raft RPCs. The
+    /// first time, a member whose vote names itself (it led before this start) stands for
+    /// election at once ([`restart::elect_promptly`]).
     pub fn serve_peers(self: &Arc<Self>) {
         self.registry.insert(&self.cfg.group_id, self.clone());
+        if !self
+            .prompted
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+            && self.led_before_start()
+        {
+            tokio::spawn(restart::elect_promptly(
+                Arc::downgrade(self),
+                Instant::now(),
+            ));
+        }
     }
 
     /// The ring id this node recorded (none before its join state was read).
