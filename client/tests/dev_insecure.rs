@@ -1,7 +1,8 @@
 //! `rozone dev up --insecure` (the plaintext side of `scripts/bench-tls.sh`): every port
 //! answers plaintext, the client config says `insecure = true`, keys carry no block tokens
 //! and data goes through; the next start without the flag is secure again and refuses the
-//! same plaintext call. Real daemons, real gRPC.
+//! same plaintext call; a second start of the running cluster is refused and leaves it to
+//! `dev down`. Real daemons, real gRPC.
 
 mod common;
 
@@ -79,4 +80,22 @@ fn an_insecure_dev_cluster_is_plaintext_and_the_next_secure_start_is_not() {
             data(100_000, 1)
         );
     });
+
+    // A second `dev up` of the running cluster is refused and must leave it as it was:
+    // `pids.json` kept, so `dev down` still stops every daemon. (Fails on ebc2cfe: the
+    // refused start cleaned up as if it had started the daemons and removed `pids.json`;
+    // `dev down` then said no daemon was running and all ten kept running.)
+    let before = c.pids();
+    assert!(!before.is_empty());
+    fails_with(
+        rozone()
+            .args(["dev", "up", "--detach", "--dir"])
+            .arg(c.dir.path()),
+        "already running",
+    );
+    assert_eq!(c.pids(), before, "pids.json survives a refused start");
+    c.down();
+    for (name, pid) in before {
+        assert!(!alive(pid), "{name} ({pid}) still runs after dev down");
+    }
 }

@@ -176,7 +176,11 @@ impl Up {
                 killed.join(", ")
             );
         }
-        let _ = std::fs::remove_file(layout::pids_path(&self.dir));
+        // Only a start that launched daemons owns `pids.json`: a start refused because a
+        // cluster already runs there must leave that cluster's record for `dev down`.
+        if !self.pids.is_empty() {
+            let _ = std::fs::remove_file(layout::pids_path(&self.dir));
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
