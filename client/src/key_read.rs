@@ -42,6 +42,37 @@ impl Default for ReadOptions {
     }
 }
 
+/// Where [`KeyReader::read_span_to`] puts the bytes it read, in order.
+#[allow(async_fn_in_trait)] // Implemented here only; callers use the concrete sinks below.
+pub trait SpanSink {
+    async fn put(&mut self, bytes: Bytes) -> Result<()>;
+}
+
+/// A sink over an `AsyncWrite` (copies each range into the writer).
+struct Writer<'w, W>(&'w mut W);
+
+impl<W: AsyncWrite + Unpin> SpanSink for Writer<'_, W> {
+    async fn put(&mut self, bytes: Bytes) -> Result<()> {
+        self.0
+            .write_all(&bytes)
+            .await
+            .map_err(|e| ClientError::io("write output", e))
+    }
+}
+
+/// A sink over a channel: each range is sent as it is. A closed channel (the receiver went
+/// away, e.g. an S3 client that hung up) ends the read as an output error.
+impl SpanSink for tokio::sync::mpsc::Sender<std::io::Result<Bytes>> {
+    async fn put(&mut self, bytes: Bytes) -> Result<()> {
+        self.send(Ok(bytes)).await.map_err(|_| {
+            ClientError::io(
+                "write output",
+                std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the reader went away"),
+            )
+        })
+    }
+}
+
 /// The reader of keys.
 pub struct KeyReader<'a> {
     pub om: &'a OmClient,
@@ -87,6 +118,24 @@ impl KeyReader<'_> {
         out: &mut W,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<()> {
+        let mut w = Writer(out);
+        self.read_span_to(k, span, &mut w, progress).await?;
+        w.0.flush()
+            .await
+            .map_err(|e| ClientError::io("write output", e))
+    }
+
+    /// [`Self::read_span`] handing each verified range to `sink` as it is (no copy): the
+    /// S3 gateway streams them into a response body. `sink` sees every byte before the
+    /// whole-key checksum is compared at the end, so a failure after it returns still means
+    /// the bytes it took must not be trusted (the gateway then fails the body).
+    pub async fn read_span_to<S: SpanSink>(
+        &self,
+        k: &Key,
+        span: std::ops::Range<u64>,
+        sink: &mut S,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<()> {
         if span.start > span.end || span.end > k.size {
             return Err(ClientError::Invalid(format!(
                 "bytes {}..{} are not within key {} of {} bytes",
@@ -114,15 +163,11 @@ impl KeyReader<'_> {
             .buffered(self.opts.read_ahead.max(1));
         while let Some(bytes) = s.try_next().await? {
             crc.update(&bytes);
-            out.write_all(&bytes)
-                .await
-                .map_err(|e| ClientError::io("write output", e))?;
-            done += bytes.len() as u64;
+            let n = bytes.len() as u64;
+            sink.put(bytes).await?;
+            done += n;
             progress(done);
         }
-        out.flush()
-            .await
-            .map_err(|e| ClientError::io("write output", e))?;
         let want_len = span.end - span.start;
         if done != want_len {
             return Err(ClientError::Data(format!(

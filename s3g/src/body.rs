@@ -2,7 +2,6 @@
 //! a download streamed from the key reader that ends in an error, not a short success,
 //! when the read fails.
 
-use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -105,48 +104,20 @@ impl<R: AsyncRead + Unpin> AsyncRead for Upload<R> {
     }
 }
 
-/// Bytes per piece of a download's response body.
-const STREAM_PIECE: usize = 64 << 10;
-
-/// A download: bytes the task writes into `rd`, then the task's error (if it failed)
-/// as the stream's last item, so the response is cut with an error, never passed off as
-/// complete. The task sends its error before it drops its end of the pipe, so the error is
-/// there when the bytes end.
-pub fn download(
-    rd: tokio::io::DuplexStream,
-    failed: tokio::sync::oneshot::Receiver<String>,
-) -> StreamingBlob {
-    StreamingBlob::wrap(Download {
-        // Not ReaderStream's 4 KiB default: every piece is a poll, a Bytes and a body
-        // frame of its own on the way out; 64 KiB stays below malloc's mmap threshold.
-        bytes: tokio_util::io::ReaderStream::with_capacity(rd, STREAM_PIECE),
-        failed: Some(failed),
-    })
+/// A download: the verified ranges the read task sends, each as it came from the datanode
+/// (no copy on the way to the socket), then the task's error (if it failed) as the stream's
+/// last item, so the response is cut with an error, never passed off as complete.
+pub fn download(ranges: tokio::sync::mpsc::Receiver<io::Result<Bytes>>) -> StreamingBlob {
+    StreamingBlob::wrap(Download(ranges))
 }
 
-struct Download {
-    bytes: tokio_util::io::ReaderStream<tokio::io::DuplexStream>,
-    failed: Option<tokio::sync::oneshot::Receiver<String>>,
-}
+struct Download(tokio::sync::mpsc::Receiver<io::Result<Bytes>>);
 
 impl Stream for Download {
     type Item = io::Result<Bytes>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        match Pin::new(&mut self.bytes).poll_next(cx) {
-            Poll::Ready(None) => {}
-            other => return other,
-        }
-        let Some(f) = self.failed.as_mut() else {
-            return Poll::Ready(None);
-        };
-        match Pin::new(f).poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(r) => {
-                self.failed = None;
-                Poll::Ready(r.ok().map(|e| Err(io::Error::other(e))))
-            }
-        }
+        self.0.poll_recv(cx)
     }
 }
 

@@ -21,8 +21,9 @@ use crate::mapping::{
 const MAX_DELETE: usize = 1000;
 /// What S3 answers for an object stored without a Content-Type.
 pub const DEFAULT_CONTENT_TYPE: &str = "binary/octet-stream";
-/// Bytes buffered between the datanode reads and the HTTP response.
-const DOWNLOAD_BUFFER: usize = 1 << 20;
+/// Ranges (each up to the client's read range, 4 MiB by default) queued between the
+/// datanode reads and the HTTP response, beside the reads the client keeps in flight.
+const DOWNLOAD_RANGES: usize = 1;
 
 /// The ETag S3 shows for a key: its MD5 when written through S3; keys written otherwise
 /// have none, so their rozone checksum stands in (never equal to an MD5).
@@ -210,8 +211,7 @@ pub async fn get_object(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result
         )
     });
     let len = span.end - span.start;
-    let (rd, mut wr) = tokio::io::duplex(DOWNLOAD_BUFFER);
-    let (fail_tx, fail_rx) = tokio::sync::oneshot::channel();
+    let (mut tx, rx) = tokio::sync::mpsc::channel(DOWNLOAD_RANGES);
     let client = g.client.clone();
     let key = k.clone();
     let metrics = g.metrics.clone();
@@ -221,18 +221,17 @@ pub async fn get_object(g: &Gateway, req: S3Request<GetObjectInput>) -> S3Result
             datanodes: &client.datanodes,
             opts: &client.read,
         };
-        match r.read_span(&key, span, &mut wr, &|_| {}).await {
+        match r.read_span_to(&key, span, &mut tx, &|_| {}).await {
             Ok(()) => Metrics::add(&metrics.bytes_out, len),
             Err(e) => {
                 tracing::warn!(key = %key.name, bucket = %key.bucket, error = %e, "GetObject read failed");
-                let _ = fail_tx.send(e.to_string());
+                let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
             }
         }
-        drop(wr);
     });
     let meta = k.s3.clone().unwrap_or_default();
     Ok(GetObjectOutput {
-        body: Some(body::download(rd, fail_rx)),
+        body: Some(body::download(rx)),
         content_length: i64::try_from(len).ok(),
         content_range,
         accept_ranges: Some("bytes".into()),
