@@ -155,6 +155,57 @@ async fn members_of_a_new_group_vote_at_once() {
     assert!(c.member(f).unwrap().group.vote_grace().is_some());
 }
 
+/// Fails on 2d48c4f: the member that creates a group stands for election at once, and
+/// peers that have not created it yet (a new datanode pipeline: each member learns of it
+/// from the SCM on its own, a moment apart) refuse that vote; nobody asked again until an
+/// election timer fired — the ~1 s a fresh `rozone dev up` waited for its pipeline's
+/// leader. Here the peers' processes answer but serve the group only after its creation: a
+/// leader must come long before the first timer could fire (`election_timeout_min` = 10 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_group_whose_peers_come_late_elects_without_waiting_for_timers() {
+    init_tracing();
+    let min = Duration::from_secs(10);
+    let tune: rozone_tests::Tune = Arc::new(move |c| {
+        c.election_timeout_min = min;
+        c.election_timeout_max = min * 2;
+        c.serve_peers_at_start = c.node_id == 1;
+    });
+    let mut c = Cluster::new(tune).unwrap();
+    for id in 1..=3 {
+        c.start_member(id).await.unwrap();
+    }
+    let members = (1..=3).map(|id| (id, c.info(id))).collect();
+    let started = std::time::Instant::now();
+    c.member(1)
+        .unwrap()
+        .group
+        .initialize(members)
+        .await
+        .unwrap();
+    // The creator's first election: both peers refuse (they do not serve the group yet).
+    eventually("member 1 stood for election", || {
+        c.member(1).unwrap().group.metrics().current_term >= 1
+    })
+    .await;
+    for id in 2..=3 {
+        c.member(id).unwrap().group.serve_peers();
+    }
+    let deadline = tokio::time::Instant::now() + min;
+    while !c
+        .running()
+        .into_iter()
+        .any(|id| c.member(id).unwrap().group.is_ready_leader())
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no ready leader within election_timeout_min of the group's creation"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(started.elapsed() < min, "elected by a timer, not at once");
+    put(&c, "a", "1").await.unwrap();
+}
+
 /// Fails on ebc2cfe (the grace held up every candidate): the leader a restarted member
 /// followed was refused like any other candidate ("vote withheld"). Its vote names that
 /// leader, the only one whose lease its acknowledgements can support, and a node standing

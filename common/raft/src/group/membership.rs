@@ -18,14 +18,29 @@ impl<L: StateMachineLogic> RaftGroup<L> {
     }
 
     /// Creates the group with these members. Only on a brand-new cluster.
+    ///
+    /// With other members, this one stands for election at once, and the others may not
+    /// have created the group yet (a datanode pipeline: each member creates it when it
+    /// learns of it from the SCM, a moment apart). They refuse that first vote, and the
+    /// group would wait a whole election timeout for its first leader; so this member asks
+    /// again until one is known ([`restart::elect_promptly`]).
     pub async fn initialize(
-        &self,
+        self: &Arc<Self>,
         members: BTreeMap<NodeId, NodeInfo>,
     ) -> Result<(), RaftGroupError> {
+        let others = members.keys().any(|id| *id != self.cfg.node_id);
         self.raft
             .initialize(members)
             .await
-            .map_err(|e| RaftGroupError::Other(e.to_string()))
+            .map_err(|e| RaftGroupError::Other(e.to_string()))?;
+        if others {
+            tokio::spawn(restart::elect_promptly(
+                Arc::downgrade(self),
+                std::time::Instant::now(),
+                restart::Prompt::Created,
+            ));
+        }
+        Ok(())
     }
 
     /// Adds a non-voting member; with `blocking` waits until it caught up.

@@ -185,6 +185,7 @@ impl<L: StateMachineLogic> RaftGroup<L> {
             tokio::spawn(restart::elect_promptly(
                 Arc::downgrade(self),
                 Instant::now(),
+                restart::Prompt::Restarted,
             ));
         }
     }

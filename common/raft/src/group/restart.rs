@@ -75,15 +75,26 @@ impl<L: StateMachineLogic> RaftGroup<L> {
     }
 }
 
+/// Why a member stands for election before its timer fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Prompt {
+    /// It led before this start (its vote names itself): stand at once.
+    Restarted,
+    /// It just created the group and stood already; its peers may not have the group yet,
+    /// so ask again after a retry interval.
+    Created,
+}
+
 /// Stands for election until a leader is known, or until `election_timeout_min` after
 /// `started` (when the member's own timer takes over; `started` is when peers were first
-/// served, after a daemon's join checks). Members that start a moment later
-/// do not answer the first requests yet, so it asks again every `election_timeout_min / 8`
-/// (20–200 ms); each attempt is a pre-vote round and, if a quorum would grant it, an
-/// ordinary election in a new term.
+/// served, after a daemon's join checks, or when the group was created). Members that start
+/// (or create the group) a moment later do not answer the first requests yet, so it asks
+/// again every `election_timeout_min / 8` (20–200 ms); each attempt is a pre-vote round
+/// and, if a quorum would grant it, an ordinary election in a new term.
 pub(super) async fn elect_promptly<L: StateMachineLogic>(
     group: Weak<RaftGroup<L>>,
     started: Instant,
+    why: Prompt,
 ) {
     let Some((until, retry)) = group.upgrade().map(|g| {
         let min = g.cfg.election_timeout_min;
@@ -92,14 +103,26 @@ pub(super) async fn elect_promptly<L: StateMachineLogic>(
     }) else {
         return;
     };
+    if why == Prompt::Created {
+        // The creation's own election is under way: give it its chance first.
+        tokio::time::sleep(retry).await;
+    }
     while Instant::now() < until {
         let Some(g) = group.upgrade() else { return };
         let m = g.metrics();
         let stopped = m.state == openraft::ServerState::Shutdown || m.running_state.is_err();
+        // A created group's member votes for itself, as one that led before a restart does.
         if m.current_leader.is_some() || stopped || !g.led_before_start() {
             return;
         }
-        tracing::info!(group = %g.cfg.group_id, term = m.current_term, "led before this start: standing for election at once");
+        match why {
+            Prompt::Restarted => {
+                tracing::info!(group = %g.cfg.group_id, term = m.current_term, "led before this start: standing for election at once")
+            }
+            Prompt::Created => {
+                tracing::info!(group = %g.cfg.group_id, term = m.current_term, "created the group and no leader yet: standing for election again")
+            }
+        }
         // Pre-vote first: a leader elected meanwhile that this member has not heard from yet
         // keeps its term.
         if let Err(e) = g.raft.trigger().elect(true).await {
