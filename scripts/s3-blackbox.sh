@@ -21,7 +21,9 @@ done
 rozone=$bin_dir/rozone
 dir=$(mktemp -d)
 cleanup() {
-    "$rozone" dev down --dir "$dir" >/dev/null 2>&1 || true
+    # The cluster's own directory: `dev down` of its parent finds no pids.json and stops
+    # nothing (every run used to leave its daemons running).
+    "$rozone" dev down --dir "$dir/cluster" >/dev/null 2>&1 || true
     rm -rf "$dir"
 }
 trap cleanup EXIT
