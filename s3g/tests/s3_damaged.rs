@@ -13,22 +13,9 @@ use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use aws_sdk_s3::primitives::ByteStream;
-use common::Cluster;
+use common::{data, Cluster};
 
 const MIB: usize = 1 << 20;
-
-/// Deterministic bytes of length `n`.
-fn data(n: usize) -> Vec<u8> {
-    let mut x: u64 = 0x2545_F491_4F6C_DD1D;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 /// Every block file (`<container>/chunks/<local id>.block`) under `dir` of `len` bytes.
 fn block_files(dir: &Path, len: u64, out: &mut Vec<PathBuf>) {
@@ -54,7 +41,7 @@ async fn a_get_whose_later_range_fails_on_every_replica_is_cut_not_completed() {
     let s3 = c.user("alice");
     s3.create_bucket().bucket("dmg").send().await.unwrap();
     // Three of the client's 4 MiB read ranges; one block, so one file per replica.
-    let body = data(12 * MIB);
+    let body = data(12 * MIB, 21);
     s3.put_object()
         .bucket("dmg")
         .key("obj")

@@ -7,7 +7,7 @@ mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
-use common::{code, Cluster};
+use common::{code, data, Cluster};
 
 fn md5(b: &[u8]) -> [u8; 16] {
     use md5::{Digest, Md5};
@@ -16,18 +16,6 @@ fn md5(b: &[u8]) -> [u8; 16] {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn completed(parts: &[(i32, String)]) -> CompletedMultipartUpload {

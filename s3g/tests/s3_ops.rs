@@ -6,24 +6,11 @@ mod common;
 
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
-use common::{code, http, status, Cluster};
+use common::{code, data, http, status, Cluster};
 
 fn md5_hex(b: &[u8]) -> String {
     use md5::{Digest, Md5};
     Md5::digest(b).iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Deterministic bytes of length `n` (no two blocks alike).
-fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

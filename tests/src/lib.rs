@@ -206,7 +206,13 @@ impl<L: StateMachineLogic + Default> RaftCluster<L> {
 
     /// Waits until some running member is a ready leader and returns its id.
     pub async fn wait_ready_leader(&self) -> anyhow::Result<NodeId> {
-        let deadline = tokio::time::Instant::now() + WAIT;
+        self.wait_ready_leader_within(WAIT).await
+    }
+
+    /// [`Self::wait_ready_leader`] with a bound of the caller's (a test that a leader comes
+    /// before some timer could have fired).
+    pub async fn wait_ready_leader_within(&self, within: Duration) -> anyhow::Result<NodeId> {
+        let deadline = tokio::time::Instant::now() + within;
         loop {
             for (id, m) in &self.members {
                 if m.group.is_ready_leader() {

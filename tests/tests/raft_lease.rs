@@ -190,18 +190,9 @@ async fn a_new_group_whose_peers_come_late_elects_without_waiting_for_timers() {
     for id in 2..=3 {
         c.member(id).unwrap().group.serve_peers();
     }
-    let deadline = tokio::time::Instant::now() + min;
-    while !c
-        .running()
-        .into_iter()
-        .any(|id| c.member(id).unwrap().group.is_ready_leader())
-    {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no ready leader within election_timeout_min of the group's creation"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    c.wait_ready_leader_within(min)
+        .await
+        .expect("no ready leader within election_timeout_min of the group's creation");
     assert!(started.elapsed() < min, "elected by a timer, not at once");
     put(&c, "a", "1").await.unwrap();
 }
@@ -268,21 +259,10 @@ async fn a_ring_restarted_whole_elects_its_old_leader_without_waiting_for_timers
     for id in 1..=3 {
         c.start_member(id).await.unwrap();
     }
-    let deadline = tokio::time::Instant::now() + min;
-    let leader = loop {
-        if let Some(id) = c
-            .running()
-            .into_iter()
-            .find(|id| c.member(*id).unwrap().group.is_ready_leader())
-        {
-            break id;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no ready leader within election_timeout_min of the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let leader = c
+        .wait_ready_leader_within(min)
+        .await
+        .expect("no ready leader within election_timeout_min of the restart");
     assert!(started.elapsed() < min, "elected by a timer, not at once");
     assert_eq!(leader, l, "the old leader leads again");
     put(&c, "b", "2").await.unwrap();

@@ -251,12 +251,7 @@ impl RaftLogReader<TypeConfig> for RocksLogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
-        self.io(|s| {
-            s.get_meta(KEY_VOTE)?
-                .map(|b| record::decode_vote(&b))
-                .transpose()
-        })
-        .await
+        self.io(|s| s.stored_vote()).await
     }
 }
 

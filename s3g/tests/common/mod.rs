@@ -251,3 +251,16 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         b = &b[eol + 2 + size + 2..];
     }
 }
+
+/// Deterministic bytes of length `n` (no two blocks alike).
+pub fn data(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
