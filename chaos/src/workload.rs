@@ -19,7 +19,7 @@ use std::time::Instant;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rozone_client::om::{Exclude, OmClient, ReadMode};
+use rozone_client::om::{OmClient, ReadMode};
 use rozone_client::{Client, ClientConfig};
 
 use crate::checker::{Call, Op, Outcome, Output, Value};
@@ -124,10 +124,9 @@ pub async fn run_op(
 async fn key_op(om: &OmClient, key: &str, call: Call, mode: ReadMode) -> Outcome {
     match call {
         Call::Put(v) => {
-            let Ok(open) = om
-                .open_key(VOLUME, BUCKET, key, 0, &Exclude::default())
-                .await
-            else {
+            // A one-block open: deferred (no log entry until the commit) unless the OM's
+            // om.deferred_open is off, so the faults hit the one-write key path.
+            let Ok(open) = om.open_key_single_block(VOLUME, BUCKET, key, 0).await else {
                 return Outcome::Fail;
             };
             match om.commit_key(&open, &[], &format!("v{v}")).await {

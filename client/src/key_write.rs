@@ -50,6 +50,10 @@ impl Default for WriteOptions {
     }
 }
 
+/// Largest key of known size written as one block through a deferred open (the OM's
+/// limit for a block from its pool).
+pub const SINGLE_BLOCK_MAX: u64 = 1 << 20;
+
 /// How long members may answer PIPELINE_NOT_FOUND for a pipeline the SCM just created.
 const PIPELINE_APPEAR: Duration = Duration::from_secs(5);
 
@@ -114,14 +118,47 @@ impl KeyWriter<'_> {
         src: R,
         progress: &(dyn Fn(u64) + Sync),
     ) -> Result<Key> {
-        let w = self.write(volume, bucket, key, size, src, progress).await?;
+        let w = self
+            .write_object(volume, bucket, key, size, src, progress)
+            .await?;
         self.commit(&w, None).await
     }
 
     /// The first half of [`Self::put`]: opens the key and writes every byte of `src` to
     /// blocks, without committing (the S3 gateway commits with its metadata and condition
-    /// once it knows the ETag of what it read).
+    /// once it knows the ETag of what it read). For a multipart upload's part use
+    /// [`Self::write`]: a key of known size up to [`SINGLE_BLOCK_MAX`] is opened here as
+    /// one block, which only [`Self::commit`] can commit.
+    pub async fn write_object<R: AsyncRead + Unpin>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        size: Option<u64>,
+        src: R,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<Written> {
+        let single = size.is_some_and(|s| s <= SINGLE_BLOCK_MAX);
+        self.write_with(volume, bucket, key, size, src, progress, single)
+            .await
+    }
+
+    /// Opens the key and writes every byte of `src` to blocks, without committing.
     pub async fn write<R: AsyncRead + Unpin>(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        size: Option<u64>,
+        src: R,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> Result<Written> {
+        self.write_with(volume, bucket, key, size, src, progress, false)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn write_with<R: AsyncRead + Unpin>(
         &self,
         volume: &str,
         bucket: &str,
@@ -129,12 +166,18 @@ impl KeyWriter<'_> {
         size: Option<u64>,
         mut src: R,
         progress: &(dyn Fn(u64) + Sync),
+        single_block: bool,
     ) -> Result<Written> {
         let mut exclude = Exclude::default();
-        let open = self
-            .om
-            .open_key(volume, bucket, key, size.unwrap_or(0), &exclude)
-            .await?;
+        let mut open = if single_block {
+            self.om
+                .open_key_single_block(volume, bucket, key, size.unwrap_or(0))
+                .await?
+        } else {
+            self.om
+                .open_key(volume, bucket, key, size.unwrap_or(0), &exclude)
+                .await?
+        };
         let mut spare: std::collections::VecDeque<AllocatedBlock> = open.blocks.clone().into();
         let mut cap = spare
             .front()
@@ -151,7 +194,9 @@ impl KeyWriter<'_> {
             }
             crc.update(&data);
             let mut attempt = 0;
-            let mut block = self.next_block(&open, &mut spare, &exclude).await?;
+            let mut block = self
+                .next_block(&mut open, &mut spare, &exclude, size, total)
+                .await?;
             loop {
                 attempt += 1;
                 cap = block.max_size;
@@ -181,7 +226,9 @@ impl KeyWriter<'_> {
                         if f.container {
                             add_unique(&mut exclude.containers, block.block_id.container_id);
                         }
-                        block = self.next_block(&open, &mut spare, &exclude).await?;
+                        block = self
+                            .next_block(&mut open, &mut spare, &exclude, size, total)
+                            .await?;
                     }
                 }
             }
@@ -223,13 +270,40 @@ impl KeyWriter<'_> {
         }
     }
 
-    /// A spare block the OM already gave us that avoids `exclude`, or a new one.
+    /// A spare block the OM already gave us that avoids `exclude`, or a new one. A
+    /// deferred open gives no more blocks: before any byte was written the key is opened
+    /// again (with a log entry, avoiding what failed); after, the key was larger than the
+    /// one block it was opened for.
     async fn next_block(
         &self,
-        open: &OpenKey,
+        open: &mut OpenKey,
         spare: &mut std::collections::VecDeque<AllocatedBlock>,
         exclude: &Exclude,
+        size: Option<u64>,
+        written: u64,
     ) -> Result<AllocatedBlock> {
+        if open.deferred && spare.is_empty() {
+            if written > 0 {
+                return Err(ClientError::Invalid(format!(
+                    "{}/{}/{}: more bytes than the {} declared",
+                    open.volume,
+                    open.bucket,
+                    open.key,
+                    size.unwrap_or(0)
+                )));
+            }
+            *open = self
+                .om
+                .open_key(
+                    &open.volume,
+                    &open.bucket,
+                    &open.key,
+                    size.unwrap_or(0),
+                    exclude,
+                )
+                .await?;
+            spare.extend(open.blocks.iter().cloned());
+        }
         while let Some(b) = spare.pop_front() {
             let bad = exclude.pipelines.contains(&b.pipeline.id)
                 || exclude.containers.contains(&b.block_id.container_id)

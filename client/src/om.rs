@@ -54,6 +54,9 @@ pub struct OpenKey {
     pub key: String,
     pub client_id: u64,
     pub blocks: Vec<AllocatedBlock>,
+    /// Opened without a log entry (one block, no `allocate_block`): the commit names the
+    /// blocks above and the OM records the open key and the key in one entry.
+    pub deferred: bool,
 }
 
 /// A compare-and-set at commit (S3 conditional writes), decided by the OM.
@@ -316,6 +319,34 @@ impl OmClient {
         size: u64,
         exclude: &Exclude,
     ) -> Result<OpenKey> {
+        self.open(volume, bucket, key, size, exclude, false).await
+    }
+
+    /// Starts writing a key of at most one block of up to 1 MiB (`size`, 0 = unknown),
+    /// promising to write only the first block and never to ask for another: the OM may
+    /// then open it without a log entry ([`OpenKey::deferred`]), so the key costs one
+    /// replicated write (its commit) instead of two. A writer whose block fails opens again
+    /// with [`Self::open_key`].
+    pub async fn open_key_single_block(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        size: u64,
+    ) -> Result<OpenKey> {
+        self.open(volume, bucket, key, size, &Exclude::default(), true)
+            .await
+    }
+
+    async fn open(
+        &self,
+        volume: &str,
+        bucket: &str,
+        key: &str,
+        size: u64,
+        exclude: &Exclude,
+        single_block: bool,
+    ) -> Result<OpenKey> {
         let r = leader_call!(
             self,
             "open key",
@@ -328,6 +359,7 @@ impl OmClient {
                 replication: pb::Replication::Unspecified as i32,
                 exclude_datanodes: exclude.datanodes.clone(),
                 exclude_pipelines: exclude.pipelines.clone(),
+                single_block,
             }
         )?;
         let blocks = r
@@ -341,6 +373,7 @@ impl OmClient {
             key: key.into(),
             client_id: r.client_id,
             blocks,
+            deferred: r.deferred,
         })
     }
 
@@ -411,6 +444,17 @@ impl OmClient {
                 size,
                 checksum: checksum.into(),
                 s3: s3.map(|c| c.meta.into()),
+                deferred: if open.deferred {
+                    open.blocks
+                        .iter()
+                        .map(|b| pb::DeferredBlock {
+                            block_id: Some(b.block_id.into()),
+                            block_token: b.token.clone(),
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                },
                 condition: s3.and_then(|c| c.condition).map(|c| match c {
                     S3Condition::IfNoneMatchAny => pb::S3Condition {
                         if_none_match_any: true,

@@ -3,7 +3,9 @@
 //! forged, tampered, expired or other block's token, or with a read token for a write, is
 //! refused with PERMISSION_DENIED (`BLOCK_TOKEN_VERIFICATION_FAILED`) and reads nothing.
 //! The SCM hands its keys to OM certificates only (not to clients), and the OM's tokens
-//! live as long as `om.block_token_lifetime` (set here through `rozone dev up --set`).
+//! live as long as `om.block_token_lifetime` (set here through `rozone dev up --set`). The
+//! commit of a deferred open (one block, no log entry at open) is refused by the OM without
+//! the open's write token for that block.
 //!
 //! Fails on the code before block tokens (main at f8c0b01), whose datanodes answered every
 //! chunk call of a data-client certificate whatever the block: run with main's
@@ -184,6 +186,34 @@ fn datanodes_serve_only_calls_with_a_valid_block_token() {
             w,
             "grants read, the call needs write",
         );
+
+        // A deferred open's commit must carry the write token the open gave for its block:
+        // the state machine checks only that the block is still reserved, the token is
+        // what ties it to this writer. A tampered token, or another block's, is refused.
+        let open = client
+            .om
+            .open_key_single_block("vol", "bkt", "three", 0)
+            .await
+            .expect("open three");
+        assert!(open.deferred, "a one-block open is deferred");
+        let mut tampered = open.clone();
+        let last = tampered.blocks[0].token.len() - 1;
+        tampered.blocks[0].token[last] ^= 1;
+        let mut other = open.clone();
+        other.blocks[0].token = b2.token.clone();
+        for (what, forged) in [("a tampered token", tampered), ("another block's", other)] {
+            let e = client
+                .om
+                .commit_key(&forged, &[], "")
+                .await
+                .expect_err(what);
+            assert_eq!(e.code(), Some(Code::PermissionDenied), "{what}: {e}");
+        }
+        client
+            .om
+            .commit_key(&open, &[], "")
+            .await
+            .expect("the commit with the open's own token");
 
         // The SCM's keys: an OM certificate gets them, a client's does not.
         let ca = c.dir.path().join("tls").join("ca");

@@ -1,11 +1,13 @@
 //! Blocks the OM leader asked the SCM for ahead of need, handed to opens of unknown length
-//! (`size = 0`, nothing excluded), so such an open does not wait for its own OM→SCM round
+//! (`size = 0`, nothing excluded) and to deferred opens, so such an open does not wait for its own OM→SCM round
 //! trip: one AllocateBlock call of up to [`MAX_BATCH`] blocks serves that many opens.
 //!
 //! What is safe about a block sitting here: the SCM gave it out (its local id is never given
-//! out again) and nothing refers to it until an open key takes it, so an unused one is only
-//! a local id skipped and, until the SCM leader changes, a small reservation in its
-//! container. A block is handed out at most [`TTL`] after the SCM gave it, so it is as
+//! out again) and the refill reserved it through the log before any open could take it
+//! (`ReserveBlocks`, `state::logic::reserved`), so a block handed out is always in the
+//! replicated state, as a reservation, an open key's block or a key's; one nobody took goes
+//! to deletion when its reservation expires. That is what lets an open of one block skip its
+//! own log entry (a deferred open, committed with the key in one entry). A block is handed out at most [`TTL`] after the SCM gave it, so it is as
 //! fresh as one a writer holding an open key for a second has; a container or pipeline
 //! closed meanwhile makes the write fail over to another block, as for any open key. The
 //! batch adapts to demand: it doubles while the pool runs dry within a TTL and halves when

@@ -35,6 +35,11 @@ config_struct! {
         /// blocks given back); allocating a block extends it.
         #[serde(with = "rozone_config::duration")]
         pub open_key_expiry: Duration = Duration::from_secs(7 * 24 * 3600),
+        /// A writer of at most one block of up to 1 MiB (it says so) is opened
+        /// without a log entry: its commit records the open key and the key in
+        /// one entry, so a small key costs one replicated write instead of two.
+        /// Off: every open is its own entry.
+        pub deferred_open: bool = true,
         /// An S3 multipart upload neither completed nor aborted this long
         /// after it was created is aborted by the leader (its parts' blocks
         /// are deleted), as S3's AbortIncompleteMultipartUpload rule does.

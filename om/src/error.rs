@@ -41,6 +41,12 @@ pub enum OmError {
     Raft(#[from] RaftGroupError),
     #[error("storage: {0}")]
     Io(#[from] std::io::Error),
+    /// A block named without a valid token for it (a deferred open's commit).
+    #[error("block {block}: {error}")]
+    BlockToken {
+        block: rozone_types::BlockId,
+        error: rozone_rpc::block_token::TokenError,
+    },
     #[error("{0}")]
     Internal(String),
 }
@@ -114,6 +120,10 @@ impl From<OmError> for Status {
             }
             OmError::Raft(r) => rozone_raft::status::raft_status("OM", r),
             OmError::Io(io) => Status::internal(format!("OM storage: {io}")),
+            OmError::BlockToken { .. } => with_code(
+                Status::permission_denied(e.to_string()),
+                C::PermissionDenied,
+            ),
             OmError::Internal(m) => Status::internal(m),
         }
     }

@@ -113,6 +113,20 @@ impl HealthSource for OmHealth {
             "blocks handed to the SCM for deletion by this OM as leader",
             get(&c.blocks_deleted),
         );
+        metric(
+            &mut out,
+            "rozone_om_deferred_opens_total",
+            "counter",
+            "keys opened without a log entry (one block, committed with the open in one entry)",
+            get(&c.deferred_opens),
+        );
+        metric(
+            &mut out,
+            "rozone_om_reserved_blocks_expired_total",
+            "counter",
+            "blocks fetched ahead that no open took before their reservation expired",
+            get(&c.reservations_expired),
+        );
         out
     }
 }

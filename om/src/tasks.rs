@@ -1,4 +1,4 @@
-//! Background work of an OM: the leader's cleanup (expired open keys are removed and
+//! Background work of an OM: the leader's cleanup (expired open keys and block reservations are removed and
 //! expired multipart uploads aborted through the log; blocks no key refers to are handed to the SCM, then their rows are purged
 //! through the log), and every member's watch over the Raft membership, which warns about
 //! members the local config lacks (their address from the membership is used: applying a
@@ -32,6 +32,9 @@ pub async fn cleanup_loop(node: Arc<OmNode>, stop: CancellationToken) {
         if let Err(e) = expire_open_keys(&node).await {
             debug!(error = %e, "expiring open keys");
         }
+        if let Err(e) = expire_reservations(&node).await {
+            debug!(error = %e, "expiring reserved blocks");
+        }
         if let Err(e) = abort_expired_uploads(&node).await {
             debug!(error = %e, "aborting expired multipart uploads");
         }
@@ -57,6 +60,29 @@ pub async fn expire_open_keys(node: &OmNode) -> anyhow::Result<u64> {
                 .open_keys_expired
                 .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
             info!(count, "expired open keys removed");
+            Ok(count)
+        }
+        other => anyhow::bail!("unexpected response {other:?}"),
+    }
+}
+
+/// One round of reservation expiry: blocks the pool fetched that no open key or commit took
+/// by their expiry go to deletion through the log; returns how many.
+pub async fn expire_reservations(node: &OmNode) -> anyhow::Result<u64> {
+    let now = now_ms();
+    let ids = read::expired_reservations(&node.group.db(), now, BATCH)?;
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    match node
+        .propose(OmRequest::ExpireReserved { ids, now_ms: now })
+        .await?
+    {
+        OmResponse::ReservationsExpired { count } => {
+            node.metrics
+                .reservations_expired
+                .fetch_add(count, std::sync::atomic::Ordering::Relaxed);
+            info!(count, "expired reserved blocks queued for deletion");
             Ok(count)
         }
         other => anyhow::bail!("unexpected response {other:?}"),

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use rozone_proto::om as pb;
 use rozone_proto::scm as spb;
-use rozone_rpc::block_token::{AccessMode, BlockToken, SecretKey, MAX_KEYS};
+use rozone_rpc::block_token::{AccessMode, BlockToken, KeySet, SecretKey, TokenError, MAX_KEYS};
 
 use crate::error::OmError;
 use crate::node::now_ms;
@@ -125,6 +125,34 @@ impl TokenIssuer {
         Ok(Some((k.key.clone(), expires)))
     }
 
+    /// Checks that each of `blocks` comes with a token granting write, signed by a key of
+    /// the SCM's that is still kept; nothing to check on an insecure cluster. A token
+    /// signed by a key this OM has not fetched yet (another OM signed it with a newer key)
+    /// makes it fetch the keys again.
+    pub async fn check_write(
+        &self,
+        scm: &ScmClient,
+        blocks: &[(rozone_types::BlockId, Vec<u8>)],
+    ) -> Result<(), OmError> {
+        if !self.enabled || blocks.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.cache.lock().await;
+        if let Some(done) = check_writes(&c.keys, blocks, now_ms()) {
+            return done;
+        }
+        c.keys = accept(scm.secret_keys().await?);
+        c.fetched = Some(Instant::now());
+        check_writes(&c.keys, blocks, now_ms()).unwrap_or_else(|| {
+            let (block, token) = &blocks[0];
+            let id = BlockToken::parse(token).map_or(0, |t| t.key_id);
+            Err(OmError::BlockToken {
+                block: *block,
+                error: TokenError::UnknownKey(id),
+            })
+        })
+    }
+
     /// Puts a read+write token into each of `blocks` (an OpenKey or AllocateBlock reply).
     pub async fn sign_allocated(
         &self,
@@ -163,6 +191,28 @@ impl TokenIssuer {
     }
 }
 
+/// Checks each block's write token against `keys` (those still kept at `now_ms`); `None`
+/// when a token names a key not among them (fetch the keys and check again).
+fn check_writes(
+    keys: &[Key],
+    blocks: &[(rozone_types::BlockId, Vec<u8>)],
+    now_ms: u64,
+) -> Option<Result<(), OmError>> {
+    let set = KeySet::new(
+        keys.iter()
+            .filter(|k| now_ms < k.keep_until_ms)
+            .map(|k| k.key.clone()),
+    );
+    for (b, token) in blocks {
+        match set.verify(token, b.container_id, b.local_id, AccessMode::WRITE, now_ms) {
+            Ok(_) => {}
+            Err(TokenError::UnknownKey(_)) => return None,
+            Err(error) => return Some(Err(OmError::BlockToken { block: *b, error })),
+        }
+    }
+    Some(Ok(()))
+}
+
 fn token(key: &SecretKey, id: spb::BlockId, mode: AccessMode, expires_ms: u64) -> Vec<u8> {
     BlockToken {
         key_id: key.id,
@@ -187,6 +237,40 @@ mod tests {
             expires_ms,
             keep_until_ms: expires_ms + 100,
         }
+    }
+
+    #[test]
+    fn a_deferred_commit_needs_a_write_token_for_each_block_it_names() {
+        let keys = accept(vec![wire(1, 0, 1_000)]);
+        let b = rozone_types::BlockId::new(4, 9);
+        let id = spb::BlockId {
+            container_id: 4,
+            local_id: 9,
+        };
+        let rw = token(&keys[0].key, id, AccessMode::READ_WRITE, 500);
+        let ok = |blocks: &[(rozone_types::BlockId, Vec<u8>)]| check_writes(&keys, blocks, 100);
+        assert!(matches!(ok(&[(b, rw.clone())]), Some(Ok(()))));
+        // Read-only, for another block, altered, missing: refused.
+        let read = token(&keys[0].key, id, AccessMode::READ, 500);
+        let other = rozone_types::BlockId::new(4, 10);
+        let mut altered = rw.clone();
+        altered[20] ^= 1;
+        for bad in [
+            vec![(b, read)],
+            vec![(other, rw.clone())],
+            vec![(b, altered)],
+            vec![(b, Vec::new())],
+        ] {
+            assert!(
+                matches!(ok(&bad), Some(Err(OmError::BlockToken { .. }))),
+                "{:?}",
+                ok(&bad)
+            );
+        }
+        // Signed by a key this OM has not fetched: fetch and look again.
+        let newer = accept(vec![wire(2, 0, 1_000)]);
+        let by_newer = token(&newer[0].key, id, AccessMode::READ_WRITE, 500);
+        assert!(ok(&[(b, by_newer)]).is_none());
     }
 
     #[test]

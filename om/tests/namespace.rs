@@ -90,6 +90,7 @@ async fn volumes_buckets_keys_write_protocol_and_paging() {
             checksum: "crc32c:00".into(),
             s3: None,
             condition: None,
+            deferred: Vec::new(),
         })
         .await
         .unwrap()
@@ -114,6 +115,7 @@ async fn volumes_buckets_keys_write_protocol_and_paging() {
             checksum: String::new(),
             s3: None,
             condition: None,
+            deferred: Vec::new(),
         })
         .await
         .unwrap_err();
@@ -424,6 +426,7 @@ async fn bad_input_gets_clear_errors_and_changes_nothing() {
         checksum: String::new(),
         s3: None,
         condition: None,
+        deferred: Vec::new(),
     };
     let e = c
         .commit_key(commit(
@@ -606,6 +609,7 @@ async fn expired_open_keys_and_replaced_blocks_are_cleaned_up_by_the_leader() {
             checksum: String::new(),
             s3: None,
             condition: None,
+            deferred: Vec::new(),
         })
         .await
         .unwrap_err();

@@ -85,7 +85,7 @@ pub async fn put_object(g: &Gateway, req: S3Request<PutObjectInput>) -> S3Result
         opts: &g.client.write,
     };
     let written = writer
-        .write(
+        .write_object(
             &g.volume,
             &input.bucket,
             &input.key,

@@ -74,6 +74,7 @@ pub fn open_args(r: pb::OpenKeyRequest) -> Result<OpenArgs, OmError> {
             pipelines: r.exclude_pipelines,
             containers: Vec::new(),
         },
+        single_block: r.single_block,
     })
 }
 
@@ -83,6 +84,7 @@ impl From<&Opened> for pb::OpenKeyReply {
             client_id: o.client_id,
             session: Some((&o.session).into()),
             blocks: o.session.blocks.iter().map(allocated_pb).collect(),
+            deferred: o.deferred,
         }
     }
 }
@@ -126,6 +128,17 @@ pub fn commit_args(r: pb::CommitKeyRequest) -> Result<CommitArgs, OmError> {
         },
         size: r.size,
         checksum: r.checksum,
+        deferred: r
+            .deferred
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                Ok((
+                    block_id(b.block_id, &format!("deferred[{i}].block_id"))?,
+                    b.block_token,
+                ))
+            })
+            .collect::<Result<_, OmError>>()?,
     })
 }
 

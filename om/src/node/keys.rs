@@ -14,11 +14,15 @@ use super::{now_ms, unexpected, Metrics, OmNode};
 use crate::error::OmError;
 use crate::names::check_key_name;
 use crate::scm_client::Exclude;
-use crate::state::types::{AllocatedBlock, Key, OpenKeyId};
+use crate::state::types::{AllocatedBlock, BlockId, Key, OpenKey, OpenKeyId};
 use crate::state::{key_path, read, OmRequest, OmResponse, Refusal};
 
 /// Longest checksum string.
 const MAX_CHECKSUM: usize = 256;
+
+/// Largest key an open serves from the pool: a pool block is of unknown length, which the
+/// SCM counts as 1 MiB against its container, so a larger key asks for its own size.
+const POOL_SIZE_MAX: u64 = 1 << 20;
 
 /// A key with its S3 metadata when it has some.
 pub(super) fn key_info(db: &DB, k: Key) -> Result<KeyInfo, OmError> {
@@ -73,8 +77,28 @@ impl OmNode {
         }
     }
 
+    /// A block from the leader's pool. A refill asks the SCM for a batch and reserves it
+    /// through the log before any open may take a block of it (`ReserveBlocks`), so a
+    /// block handed out is always in the state: reserved, then an open key's, then a key's.
+    async fn pool_block(&self) -> Result<AllocatedBlock, OmError> {
+        self.blocks
+            .one(|count| async move {
+                let blocks = self.scm_blocks(0, count, &Exclude::default()).await?;
+                let hold = crate::block_pool::TTL.saturating_add(self.config.om.open_key_expiry);
+                let req = OmRequest::ReserveBlocks {
+                    blocks: blocks.clone(),
+                    expires_ms: now_ms().saturating_add(hold.as_millis() as u64),
+                };
+                match self.propose(req).await? {
+                    OmResponse::BlocksReserved { .. } => Ok(blocks),
+                    other => Err(unexpected(other)),
+                }
+            })
+            .await
+    }
+
     /// Opens a key: checks, blocks from the SCM (or the pool), then `OpenKey` under a new
-    /// client id.
+    /// client id; a writer of one block from the pool gets a deferred open (no log entry).
     pub async fn open_key(&self, actor: &Actor, a: OpenArgs) -> Result<Opened, OmError> {
         key_args(&a.volume, &a.bucket, &a.key)?;
         checks::exclude(&a.exclude)?;
@@ -90,18 +114,41 @@ impl OmNode {
         self.require_ready_leader()?;
         // Fail fast, before blocks are reserved, on what the state machine would refuse anyway.
         let db = self.group.db();
-        must_bucket(&db, &a.volume, &a.bucket)?;
+        let bucket = must_bucket(&db, &a.volume, &a.bucket)?;
         actor.check_bucket(&*db, &a.volume, &a.bucket, || {
             format!("write key {}", key_path(&a.volume, &a.bucket, &a.key))
         })?;
-        let blocks = if a.size == 0 && a.exclude.is_empty() {
+        drop(db);
+        let from_pool = a.exclude.is_empty() && a.size <= POOL_SIZE_MAX;
+        if from_pool
+            && a.single_block
+            && om.deferred_open
+            && a.replication.is_none_or(|r| r == bucket.replication)
+        {
+            // A deferred open: a reserved block and no log entry; the commit records the
+            // open key and the key in one entry (state::logic::reserved).
+            let block = self.pool_block().await?;
+            let now = now_ms();
+            let session = OpenKey {
+                volume: a.volume,
+                bucket: a.bucket,
+                name: a.key,
+                client_id: rand::random::<u64>().max(1),
+                replication: bucket.replication,
+                blocks: vec![block],
+                created_ms: now,
+                expires_ms: now.saturating_add(om.open_key_expiry.as_millis() as u64),
+            };
+            Metrics::inc(&self.metrics.deferred_opens);
+            return Ok(Opened {
+                client_id: session.client_id,
+                session,
+                deferred: true,
+            });
+        }
+        let blocks = if from_pool && a.size == 0 {
             // Unknown length and nothing to avoid: a block fetched ahead will do.
-            let none = Exclude::default();
-            vec![
-                self.blocks
-                    .one(|count| self.scm_blocks(0, count, &none))
-                    .await?,
-            ]
+            vec![self.pool_block().await?]
         } else {
             self.sized_blocks(a.size, count as u32, &a.exclude).await?
         };
@@ -123,7 +170,13 @@ impl OmNode {
                 expires_ms: now.saturating_add(om.open_key_expiry.as_millis() as u64),
             };
             match self.propose_as(actor, req).await {
-                Ok(OmResponse::KeyOpened(session)) => return Ok(Opened { client_id, session }),
+                Ok(OmResponse::KeyOpened(session)) => {
+                    return Ok(Opened {
+                        client_id,
+                        session,
+                        deferred: false,
+                    })
+                }
                 Err(OmError::Refused(Refusal::OpenKeyExists { .. })) => continue,
                 Err(e) => return Err(e),
                 Ok(other) => return Err(unexpected(other)),
@@ -187,6 +240,7 @@ impl OmNode {
             )));
         }
         checks::condition(&a.condition)?;
+        let id = a.id.clone();
         let req = match a.s3 {
             None if a.condition.is_some() => {
                 return Err(OmError::InvalidArgument(
@@ -213,10 +267,43 @@ impl OmNode {
                 }
             }
         };
+        let req = if a.deferred.is_empty() {
+            req
+        } else {
+            self.deferred_commit(id, a.deferred, req).await?
+        };
         match self.propose_as(actor, req).await? {
             OmResponse::KeyCommitted(k) => key_info(&self.group.db(), k),
             other => Err(unexpected(other)),
         }
+    }
+
+    /// Wraps the commit of a deferred open: the blocks it handed out become the open key in
+    /// the same entry. On a secure cluster each must come with the write token the open gave
+    /// (signed by a key of the SCM's, for that block): the state machine checks only that
+    /// the blocks are still reserved, and the token is what ties them to this writer.
+    async fn deferred_commit(
+        &self,
+        id: OpenKeyId,
+        deferred: Vec<(BlockId, Vec<u8>)>,
+        commit: OmRequest,
+    ) -> Result<OmRequest, OmError> {
+        if deferred.len() > 1 {
+            return Err(OmError::InvalidArgument(format!(
+                "a deferred open hands out one block; the commit names {}",
+                deferred.len()
+            )));
+        }
+        let blocks: Vec<BlockId> = deferred.iter().map(|(b, _)| *b).collect();
+        self.tokens.check_write(&self.scm, &deferred).await?;
+        let now = now_ms();
+        Ok(OmRequest::DeferredCommit {
+            id,
+            blocks,
+            now_ms: now,
+            expires_ms: now.saturating_add(self.config.om.open_key_expiry.as_millis() as u64),
+            commit: Box::new(commit),
+        })
     }
 
     /// One key, read as `read` asks.

@@ -63,6 +63,8 @@ pub struct Metrics {
     pub open_keys_expired: AtomicU64,
     pub s3_uploads_expired: AtomicU64,
     pub blocks_deleted: AtomicU64,
+    pub deferred_opens: AtomicU64,
+    pub reservations_expired: AtomicU64,
 }
 
 impl Metrics {

@@ -69,6 +69,9 @@ pub struct OpenArgs {
     pub replication: Option<Replication>,
     /// Containers are not excluded at open.
     pub exclude: Exclude,
+    /// The writer writes at most the first block and never asks for more (it opens again
+    /// instead): the OM may open the key without a log entry (a deferred open).
+    pub single_block: bool,
 }
 
 /// An opened key: the client id that names the session, and its first blocks.
@@ -76,6 +79,9 @@ pub struct OpenArgs {
 pub struct Opened {
     pub client_id: u64,
     pub session: OpenKey,
+    /// Opened without a log entry: the commit must name `session.blocks` as the blocks of
+    /// a deferred open, and no block can be added.
+    pub deferred: bool,
 }
 
 /// AllocateBlock: `count` more blocks for an open key.
@@ -103,6 +109,9 @@ pub struct CommitArgs {
     pub checksum: String,
     pub s3: Option<S3Meta>,
     pub condition: Option<S3Condition>,
+    /// From a deferred open: the blocks it handed out, with the write token of each
+    /// (empty on an insecure cluster). Empty: the key was opened with a log entry.
+    pub deferred: Vec<(BlockId, Vec<u8>)>,
 }
 
 /// ListKeys.

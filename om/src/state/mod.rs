@@ -47,8 +47,12 @@ pub const CF_BUCKET_OWNERS: &str = "bucket_owners";
 /// without a row has one key.
 pub const CF_BLOCK_REFS: &str = "block_refs";
 
+/// Blocks fetched ahead and not yet taken by an open key or a commit: block id (container
+/// id, local id, big-endian) → [`types::ReservedBlock`].
+pub const CF_RESERVED_BLOCKS: &str = "reserved_blocks";
+
 /// Every column family of the OM state.
-pub const COLUMN_FAMILIES: [&str; 11] = [
+pub const COLUMN_FAMILIES: [&str; 12] = [
     CF_VOLUMES,
     CF_BUCKETS,
     CF_KEYS,
@@ -60,6 +64,7 @@ pub const COLUMN_FAMILIES: [&str; 11] = [
     CF_S3_PARTS,
     CF_BUCKET_OWNERS,
     CF_BLOCK_REFS,
+    CF_RESERVED_BLOCKS,
 ];
 
 /// Row key of a multipart upload.
@@ -80,6 +85,14 @@ pub fn parts_prefix(u: &types::UploadId) -> Vec<u8> {
 pub fn part_key(u: &types::UploadId, part_number: u32) -> Vec<u8> {
     let mut k = parts_prefix(u);
     k.extend_from_slice(&part_number.to_be_bytes());
+    k
+}
+
+/// Row key of a block (in `block_refs` and `reserved_blocks`): container id and local
+/// id, big-endian.
+pub fn block_key(b: &types::BlockId) -> Vec<u8> {
+    let mut k = b.container_id.to_be_bytes().to_vec();
+    k.extend_from_slice(&b.local_id.to_be_bytes());
     k
 }
 

@@ -143,6 +143,28 @@ pub enum OmRequest {
     /// replacing what was there as a commit does; every shared block counts one more
     /// reference (`block_refs`).
     CopyKey(KeyCopy),
+    /// Records blocks the leader fetched ahead of need (its block pool) before any open
+    /// takes one; they stay reserved until `expires_ms` (the pool's hand-out window plus
+    /// the open-key expiry), then go to deletion unless an open key or a commit took them.
+    ReserveBlocks {
+        blocks: Vec<AllocatedBlock>,
+        expires_ms: u64,
+    },
+    /// Drops the listed reservations still expired at `now_ms`; their blocks go to
+    /// deletion.
+    ExpireReserved { ids: Vec<BlockId>, now_ms: u64 },
+    /// The commit of a key whose open wrote no log entry (a deferred open): first the open
+    /// key `id` is made from the reserved `blocks` the open handed out (refused unless every
+    /// one is still reserved; an open key of that id already there is used as it is), then
+    /// `commit` (a `CommitKey` or `S3CommitKey` of the same id) is applied to it. A key then
+    /// costs one log entry instead of two.
+    DeferredCommit {
+        id: OpenKeyId,
+        blocks: Vec<BlockId>,
+        now_ms: u64,
+        expires_ms: u64,
+        commit: Box<OmRequest>,
+    },
 }
 
 /// A refusal: the same on every member, reported to the client.
@@ -224,6 +246,8 @@ pub enum OmResponse {
     S3UploadCreated(S3Upload),
     S3PartCommitted(S3Part),
     S3UploadAborted,
+    BlocksReserved { count: u64 },
+    ReservationsExpired { count: u64 },
 }
 
 #[cfg(test)]

@@ -28,6 +28,9 @@ fn name(r: &OmRequest) -> &'static str {
         OmRequest::S3AbortUpload { .. } => "S3AbortUpload",
         OmRequest::AsUser { .. } => "AsUser",
         OmRequest::CopyKey(_) => "CopyKey",
+        OmRequest::ReserveBlocks { .. } => "ReserveBlocks",
+        OmRequest::ExpireReserved { .. } => "ExpireReserved",
+        OmRequest::DeferredCommit { .. } => "DeferredCommit",
     }
 }
 
@@ -201,6 +204,27 @@ fn samples() -> Vec<OmRequest> {
             },
             now_ms: 17,
         }),
+        OmRequest::ReserveBlocks {
+            blocks: vec![block()],
+            expires_ms: 18,
+        },
+        OmRequest::ExpireReserved {
+            ids: vec![BlockId::new(3, 41), BlockId::new(3, 42)],
+            now_ms: 19,
+        },
+        OmRequest::DeferredCommit {
+            id: id(),
+            blocks: vec![BlockId::new(3, 41)],
+            now_ms: 20,
+            expires_ms: 21,
+            commit: Box::new(OmRequest::CommitKey {
+                id: id(),
+                blocks: vec![(BlockId::new(3, 41), 1024)],
+                size: 1024,
+                checksum: "crc32:1234".into(),
+                now_ms: 20,
+            }),
+        },
     ]
 }
 

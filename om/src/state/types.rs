@@ -67,6 +67,16 @@ pub struct AllocatedBlock {
     pub max_size: u64,
 }
 
+/// A block the leader fetched ahead from the SCM, recorded before any open may take it,
+/// so a block handed out by an open without a log entry of its own (a deferred open) is
+/// never lost track of: an open key or a commit takes the row; past `expires_ms` the block
+/// goes to deletion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservedBlock {
+    pub block: AllocatedBlock,
+    pub expires_ms: u64,
+}
+
 /// One block of a committed key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyBlock {
@@ -121,6 +131,28 @@ pub struct OpenKey {
     pub blocks: Vec<AllocatedBlock>,
     pub created_ms: u64,
     pub expires_ms: u64,
+}
+
+impl OpenKey {
+    /// The open key `id` with `blocks`, open from `created_ms` until `expires_ms`.
+    pub fn new(
+        id: &OpenKeyId,
+        replication: Replication,
+        blocks: Vec<AllocatedBlock>,
+        created_ms: u64,
+        expires_ms: u64,
+    ) -> Self {
+        Self {
+            volume: id.volume.clone(),
+            bucket: id.bucket.clone(),
+            name: id.key.clone(),
+            client_id: id.client_id,
+            replication,
+            blocks,
+            created_ms,
+            expires_ms,
+        }
+    }
 }
 
 /// Names one open key.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use clap::{Args, Subcommand};
 use hdrhistogram::Histogram;
-use rozone_client::om::{Exclude, ReadMode};
+use rozone_client::om::ReadMode;
 use rozone_client::Client;
 use serde::Serialize;
 
@@ -226,8 +226,10 @@ pub async fn run(
                 let (c, l) = (c.clone(), l.clone());
                 async move {
                     let key = format!("{}-{id}-{i}", l.prefix);
+                    // A key without data is one block at most: a one-block open, which the
+                    // OM defers to the commit (om.deferred_open) so the key is one write.
                     let open =
-                        c.om.open_key(&l.volume, &l.bucket, &key, 0, &Exclude::default())
+                        c.om.open_key_single_block(&l.volume, &l.bucket, &key, 0)
                             .await?;
                     c.om.commit_key(&open, &[], "").await?;
                     Ok(())

@@ -53,6 +53,8 @@ fn denied(txn: &Txn<'_>, user: &str, req: &OmRequest) -> std::io::Result<Option<
         } => bucket(volume, b, &|| {
             format!("rename key {}", key_path(volume, b, from))
         }),
+        // Whoever may commit the key may commit it from a deferred open.
+        OmRequest::DeferredCommit { commit, .. } => denied(txn, user, commit),
         // The OM's own housekeeping, S3 credentials and multipart uploads are never a
         // user's (the gateway and admins send them unwrapped), nor is a wrapped wrapper.
         other => Ok(Some(format!("send {}", command_name(other)))),

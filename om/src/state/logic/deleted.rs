@@ -15,12 +15,7 @@ use crate::state::request::OmResponse;
 use crate::state::types::{BlockId, DeletedBlocks};
 use crate::state::{CF_BLOCK_REFS, CF_DELETED_BLOCKS};
 
-/// Row key of a block in [`CF_BLOCK_REFS`]: container id and local id, big-endian.
-fn refs_key(b: &BlockId) -> Vec<u8> {
-    let mut k = b.container_id.to_be_bytes().to_vec();
-    k.extend_from_slice(&b.local_id.to_be_bytes());
-    k
-}
+use crate::state::block_key as refs_key;
 
 /// References to `b` beyond the first (0: only one key uses it).
 pub(super) fn extra_refs(txn: &Txn<'_>, b: &BlockId) -> std::io::Result<u64> {

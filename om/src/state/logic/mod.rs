@@ -1,6 +1,6 @@
 //! [`OmLogic`]: how each OM applies a committed [`OmRequest`] to its state, one function
 //! per command, grouped by what they change: [`volume`], [`bucket`], [`open_key`] (open,
-//! add blocks, expire), [`commit`], [`key`] (delete, rename) and [`deleted`] (the queue
+//! add blocks, expire), [`reserved`] (the leader's fetched-ahead blocks, deferred opens), [`commit`], [`key`] (delete, rename) and [`deleted`] (the queue
 //! of blocks to delete); [`as_user`] applies a command on behalf of a user after checking
 //! it may; [`shared`] has the reads and refusals several of them use.
 //!
@@ -17,6 +17,7 @@ mod deleted;
 mod key;
 mod multipart;
 mod open_key;
+mod reserved;
 mod s3;
 mod shared;
 #[cfg(test)]
@@ -206,6 +207,20 @@ impl StateMachineLogic for OmLogic {
                 as_user::apply(txn, user, *request, |txn, req| self.apply(txn, log_id, req))
             }
             OmRequest::CopyKey(c) => copy::copy(txn, index, c),
+            OmRequest::ReserveBlocks { blocks, expires_ms } => {
+                reserved::reserve(txn, blocks, expires_ms)
+            }
+            OmRequest::ExpireReserved { ids, now_ms } => reserved::expire(txn, index, ids, now_ms),
+            OmRequest::DeferredCommit {
+                id,
+                blocks,
+                now_ms,
+                expires_ms,
+                commit,
+            } => match reserved::open(txn, &id, &blocks, now_ms, expires_ms, &commit)? {
+                Ok(()) => self.apply(txn, log_id, *commit),
+                Err(r) => shared::refuse(r),
+            },
         }
     }
 }

@@ -4,8 +4,8 @@
 
 use rozone_raft::{Rows, Txn};
 
-use super::deleted;
 use super::shared::{bucket_not_found, find_open_key, get_bucket, path, put, refuse, Applied};
+use super::{deleted, reserved};
 use crate::state::request::{OmResponse, Refusal};
 use crate::state::types::{AllocatedBlock, OpenKey, OpenKeyId, Replication};
 use crate::state::{open_key_key, CF_OPEN_KEYS};
@@ -29,6 +29,8 @@ pub(super) fn open(
             client_id: id.client_id,
         });
     }
+    // A block from the leader's pool was reserved until an open took it: this open does.
+    reserved::take(txn, &blocks);
     let open = OpenKey {
         volume: id.volume,
         bucket: id.bucket,

@@ -231,16 +231,7 @@ pub(super) fn complete(
         };
     }
     // The parts' blocks become one open key, committed like any other in this entry.
-    let open = OpenKey {
-        volume: id.volume.clone(),
-        bucket: id.bucket.clone(),
-        name: id.key.clone(),
-        client_id: id.client_id,
-        replication: bucket.replication,
-        blocks,
-        created_ms: now_ms,
-        expires_ms: now_ms,
-    };
+    let open = OpenKey::new(&id, bucket.replication, blocks, now_ms, now_ms);
     put(txn, CF_OPEN_KEYS, okk.clone(), &open)?;
     let out = commit::commit(txn, index, id, commit_list, size, String::new(), now_ms)?;
     if !matches!(out, OmResponse::KeyCommitted(_)) {
