@@ -52,7 +52,7 @@ impl Default for WriteOptions {
 
 /// Largest key of known size written as one block through a deferred open (the OM's
 /// limit for a block from its pool).
-pub const SINGLE_BLOCK_MAX: u64 = 1 << 20;
+pub const SINGLE_BLOCK_MAX: u64 = rozone_types::UNKNOWN_LENGTH_RESERVATION;
 
 /// How long members may answer PIPELINE_NOT_FOUND for a pipeline the SCM just created.
 const PIPELINE_APPEAR: Duration = Duration::from_secs(5);

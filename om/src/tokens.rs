@@ -138,19 +138,15 @@ impl TokenIssuer {
             return Ok(());
         }
         let mut c = self.cache.lock().await;
-        if let Some(done) = check_writes(&c.keys, blocks, now_ms()) {
-            return done;
-        }
-        c.keys = accept(scm.secret_keys().await?);
-        c.fetched = Some(Instant::now());
-        check_writes(&c.keys, blocks, now_ms()).unwrap_or_else(|| {
-            let (block, token) = &blocks[0];
-            let id = BlockToken::parse(token).map_or(0, |t| t.key_id);
-            Err(OmError::BlockToken {
-                block: *block,
-                error: TokenError::UnknownKey(id),
-            })
-        })
+        let checked = match check_writes(&c.keys, blocks, now_ms()) {
+            Err((_, TokenError::UnknownKey(_))) => {
+                c.keys = accept(scm.secret_keys().await?);
+                c.fetched = Some(Instant::now());
+                check_writes(&c.keys, blocks, now_ms())
+            }
+            other => other,
+        };
+        checked.map_err(|(block, error)| OmError::BlockToken { block, error })
     }
 
     /// Puts a read+write token into each of `blocks` (an OpenKey or AllocateBlock reply).
@@ -191,26 +187,23 @@ impl TokenIssuer {
     }
 }
 
-/// Checks each block's write token against `keys` (those still kept at `now_ms`); `None`
-/// when a token names a key not among them (fetch the keys and check again).
+/// Checks each block's write token against `keys` (those still kept at `now_ms`): the
+/// first block refused and why (`UnknownKey`: fetch the keys and check again).
 fn check_writes(
     keys: &[Key],
     blocks: &[(rozone_types::BlockId, Vec<u8>)],
     now_ms: u64,
-) -> Option<Result<(), OmError>> {
+) -> Result<(), (rozone_types::BlockId, TokenError)> {
     let set = KeySet::new(
         keys.iter()
             .filter(|k| now_ms < k.keep_until_ms)
             .map(|k| k.key.clone()),
     );
     for (b, token) in blocks {
-        match set.verify(token, b.container_id, b.local_id, AccessMode::WRITE, now_ms) {
-            Ok(_) => {}
-            Err(TokenError::UnknownKey(_)) => return None,
-            Err(error) => return Some(Err(OmError::BlockToken { block: *b, error })),
-        }
+        set.verify(token, b.container_id, b.local_id, AccessMode::WRITE, now_ms)
+            .map_err(|e| (*b, e))?;
     }
-    Some(Ok(()))
+    Ok(())
 }
 
 fn token(key: &SecretKey, id: spb::BlockId, mode: AccessMode, expires_ms: u64) -> Vec<u8> {
@@ -249,7 +242,7 @@ mod tests {
         };
         let rw = token(&keys[0].key, id, AccessMode::READ_WRITE, 500);
         let ok = |blocks: &[(rozone_types::BlockId, Vec<u8>)]| check_writes(&keys, blocks, 100);
-        assert!(matches!(ok(&[(b, rw.clone())]), Some(Ok(()))));
+        assert!(ok(&[(b, rw.clone())]).is_ok());
         // Read-only, for another block, altered, missing: refused.
         let read = token(&keys[0].key, id, AccessMode::READ, 500);
         let other = rozone_types::BlockId::new(4, 10);
@@ -261,16 +254,25 @@ mod tests {
             vec![(b, altered)],
             vec![(b, Vec::new())],
         ] {
+            let refused = ok(&bad).unwrap_err();
+            assert_eq!(refused.0, bad[0].0);
             assert!(
-                matches!(ok(&bad), Some(Err(OmError::BlockToken { .. }))),
-                "{:?}",
-                ok(&bad)
+                !matches!(refused.1, TokenError::UnknownKey(_)),
+                "{refused:?}"
             );
         }
-        // Signed by a key this OM has not fetched: fetch and look again.
+        // Signed by a key this OM has not fetched: fetch and look again; the refusal names
+        // that block, not the first.
         let newer = accept(vec![wire(2, 0, 1_000)]);
-        let by_newer = token(&newer[0].key, id, AccessMode::READ_WRITE, 500);
-        assert!(ok(&[(b, by_newer)]).is_none());
+        let other_id = spb::BlockId {
+            container_id: 4,
+            local_id: 10,
+        };
+        let by_newer = token(&newer[0].key, other_id, AccessMode::READ_WRITE, 500);
+        assert!(matches!(
+            ok(&[(b, rw.clone()), (other, by_newer)]),
+            Err((blk, TokenError::UnknownKey(2))) if blk == other
+        ));
     }
 
     #[test]

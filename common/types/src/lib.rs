@@ -16,3 +16,9 @@ pub mod ids;
 
 pub use checksum::{ChecksumData, ChecksumType};
 pub use ids::{BlockId, ContainerId, DatanodeId, Invalid, PipelineId};
+
+/// Bytes the SCM counts against a container for a block of unknown length (an
+/// `AllocateBlock` of `size = 0`). The OM hands such blocks (its pool's) only to keys of at
+/// most this size, so no key outgrows what its container was charged; a client's deferred
+/// open (one block, no log entry of its own) is for keys up to this size.
+pub const UNKNOWN_LENGTH_RESERVATION: u64 = 1 << 20;

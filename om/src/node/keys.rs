@@ -21,8 +21,8 @@ use crate::state::{key_path, read, OmRequest, OmResponse, Refusal};
 const MAX_CHECKSUM: usize = 256;
 
 /// Largest key an open serves from the pool: a pool block is of unknown length, which the
-/// SCM counts as 1 MiB against its container, so a larger key asks for its own size.
-const POOL_SIZE_MAX: u64 = 1 << 20;
+/// SCM counts as this much against its container, so a larger key asks for its own size.
+const POOL_SIZE_MAX: u64 = rozone_types::UNKNOWN_LENGTH_RESERVATION;
 
 /// A key with its S3 metadata when it has some.
 pub(super) fn key_info(db: &DB, k: Key) -> Result<KeyInfo, OmError> {
@@ -77,6 +77,12 @@ impl OmNode {
         }
     }
 
+    /// When an open key opened at `now_ms` expires (`om.open_key_expiry` later).
+    fn open_key_expires(&self, now_ms: u64) -> u64 {
+        let expiry = u64::try_from(self.config.om.open_key_expiry.as_millis()).unwrap_or(u64::MAX);
+        now_ms.saturating_add(expiry)
+    }
+
     /// A block from the leader's pool. A refill asks the SCM for a batch and reserves it
     /// through the log before any open may take a block of it (`ReserveBlocks`), so a
     /// block handed out is always in the state: reserved, then an open key's, then a key's.
@@ -84,10 +90,11 @@ impl OmNode {
         self.blocks
             .one(|count| async move {
                 let blocks = self.scm_blocks(0, count, &Exclude::default()).await?;
-                let hold = crate::block_pool::TTL.saturating_add(self.config.om.open_key_expiry);
+                // Held as long as an open key taking one at the end of the pool's TTL.
+                let ttl = crate::block_pool::TTL.as_millis() as u64;
                 let req = OmRequest::ReserveBlocks {
                     blocks: blocks.clone(),
-                    expires_ms: now_ms().saturating_add(hold.as_millis() as u64),
+                    expires_ms: self.open_key_expires(now_ms().saturating_add(ttl)),
                 };
                 match self.propose(req).await? {
                     OmResponse::BlocksReserved { .. } => Ok(blocks),
@@ -137,7 +144,7 @@ impl OmNode {
                 replication: bucket.replication,
                 blocks: vec![block],
                 created_ms: now,
-                expires_ms: now.saturating_add(om.open_key_expiry.as_millis() as u64),
+                expires_ms: self.open_key_expires(now),
             };
             Metrics::inc(&self.metrics.deferred_opens);
             return Ok(Opened {
@@ -167,7 +174,7 @@ impl OmNode {
                 replication: a.replication,
                 blocks: blocks.clone(),
                 now_ms: now,
-                expires_ms: now.saturating_add(om.open_key_expiry.as_millis() as u64),
+                expires_ms: self.open_key_expires(now),
             };
             match self.propose_as(actor, req).await {
                 Ok(OmResponse::KeyOpened(session)) => {
@@ -202,7 +209,7 @@ impl OmNode {
             )));
         }
         self.require_ready_leader()?;
-        let expires_ms = now_ms().saturating_add(om.open_key_expiry.as_millis() as u64);
+        let expires_ms = self.open_key_expires(now_ms());
         // No SCM blocks for an open key that is not there (let the state machine say why),
         // nor for a user who may not write it.
         let db = self.group.db();
@@ -301,7 +308,7 @@ impl OmNode {
             id,
             blocks,
             now_ms: now,
-            expires_ms: now.saturating_add(self.config.om.open_key_expiry.as_millis() as u64),
+            expires_ms: self.open_key_expires(now),
             commit: Box::new(commit),
         })
     }

@@ -209,19 +209,6 @@ pub fn expired_open_keys(db: &DB, now_ms: u64, limit: usize) -> io::Result<Vec<O
     Ok(out)
 }
 
-/// Reserved blocks (the leader's block pool, recorded), in block order, at most `limit`.
-pub fn reserved_blocks(db: &DB, limit: usize) -> io::Result<Vec<ReservedBlock>> {
-    let mut out = Vec::new();
-    for item in db.iterator_cf(cf(db, CF_RESERVED_BLOCKS)?, IteratorMode::Start) {
-        let (k, v) = item.map_err(io::Error::other)?;
-        out.push(decode_row(CF_RESERVED_BLOCKS, &k, &v)?);
-        if out.len() >= limit {
-            break;
-        }
-    }
-    Ok(out)
-}
-
 /// Reserved blocks whose expiry is at or before `now_ms`, at most `limit`. A full scan: the
 /// table holds what the leader's pool fetched and no open took yet, a few batches.
 pub fn expired_reservations(db: &DB, now_ms: u64, limit: usize) -> io::Result<Vec<BlockId>> {

@@ -29,12 +29,13 @@ pub const MAX_BLOCKS_PER_CALL: u32 = 1000;
 pub const MAX_DELETES_PER_CALL: usize = 100_000;
 
 /// Bytes counted against a container for a block of unknown length (`size = 0`: a key
-/// opened without a size, or a stream). Counting a whole block for each, as before, closed
-/// a 5 GiB container every 20 metadata-only keys (two or three SCM Raft writes each, under
-/// the allocation lock). Ozone counts nothing at allocation and closes a container once
-/// its replicas report it full; the replica reports here do that too
-/// ([`crate::cluster::lifecycle::react`]), so a stream that does fill its block is caught.
-pub const UNKNOWN_LENGTH_RESERVATION: u64 = 1 << 20;
+/// opened without a size, or a stream), shared with the OM and clients. Counting a whole
+/// block for each, as before, closed a 5 GiB container every 20 metadata-only keys (two or
+/// three SCM Raft writes each, under the allocation lock). Ozone counts nothing at
+/// allocation and closes a container once its replicas report it full; the replica reports
+/// here do that too ([`crate::cluster::lifecycle::react`]), so a stream that does fill its
+/// block is caught.
+pub use rozone_types::UNKNOWN_LENGTH_RESERVATION;
 /// How long one full scan of the OPEN pipelines and containers serves allocations. A
 /// pipeline opened meanwhile is used once it expires; a container or pipeline closed
 /// meanwhile is never handed out (every pick is re-read by id).
