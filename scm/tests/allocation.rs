@@ -38,6 +38,17 @@ async fn cluster(c: &Clients) -> Vec<FakeDn> {
             })
             .then_some(())
     });
+    // The leader queues CreatePipeline before the same tick records leaving safe mode, so a
+    // member can hold the command while allocation is still refused.
+    let mut admin = c.admin.clone();
+    eventually!("the SCM left safe mode", {
+        let sm = admin
+            .safe_mode_status(pb::SafeModeStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        (!sm.in_safe_mode).then_some(())
+    });
     dns
 }
 

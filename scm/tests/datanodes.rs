@@ -85,13 +85,18 @@ async fn register_heartbeat_pipeline_blocks_then_stale_and_dead() {
         assert_eq!(members, BTreeSet::from([1, 2, 3]));
         assert!(p.members.iter().all(|m| !m.container_addr.is_empty()));
     }
-    let sm = c
-        .admin
-        .safe_mode_status(pb::SafeModeStatusRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    assert!(!sm.in_safe_mode && !sm.forced_exit, "{sm:?}");
+    // Left in the tick that queued CreatePipeline, after it: a member may see the command
+    // first.
+    let sm = eventually!("the SCM left safe mode", {
+        let sm = c
+            .admin
+            .safe_mode_status(pb::SafeModeStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        (!sm.in_safe_mode).then_some(sm)
+    });
+    assert!(!sm.forced_exit, "{sm:?}");
     assert_eq!(sm.healthy_datanodes, 3);
 
     // Blocks: container, local id and the pipeline's members; ids never repeat.

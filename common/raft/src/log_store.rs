@@ -1,16 +1,21 @@
 //! RocksDB log store: its own database (never inside a state-machine checkpoint), big-endian
 //! index keys, vote / committed / purged in a meta column family.
 //!
-//! Appends are group-committed: `append` writes the batch (so the entries are readable at
-//! once, as openraft requires) and hands the flush callback to one flusher thread, which
-//! syncs the WAL once for every callback that queued up meanwhile. Under load many appends
-//! share one fsync, which is what lets a disk with a few hundred fsyncs/s commit tens of
-//! thousands of entries per second.
+//! An append returns once its entries are in the in-memory [`tail`] (readable from then on,
+//! as openraft requires) and queued for the [`writer`] thread, which writes every append
+//! queued meanwhile as one batch with one fsync (group commit) and then completes their
+//! callbacks. Under load many appends share one fsync, which is what lets a disk with a few
+//! hundred fsyncs/s commit tens of thousands of entries per second. The tail also answers
+//! openraft's reads of new entries (replication, apply) without touching RocksDB.
 //!
-//! Every RocksDB call (reads included) runs on tokio's blocking pool ([`crate::blocking`]):
-//! a slow or hung disk then holds the task that waits for it, never the async workers that
-//! run heartbeats and elections. The `raft-log-io` failpoint sits in each such call (a test
-//! configures `pause`, `sleep(ms)` or a callback there to stand for a slow disk).
+//! No RocksDB call runs on an async worker: writes run on the writer thread, reads that miss
+//! the tail on tokio's blocking pool ([`crate::blocking`]). A slow or hung disk then holds
+//! the task that waits for it, never the workers that run heartbeats and elections. The
+//! `raft-log-io` failpoint sits in each such call (a test configures `pause`, `sleep(ms)`
+//! or a callback there to stand for a slow disk).
+
+mod tail;
+mod writer;
 
 use std::fmt::Debug;
 use std::io;
@@ -19,10 +24,14 @@ use std::path::Path;
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 
-use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::storage::{LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader};
-use rozone_kv::rocksdb::{Direction, IteratorMode, WriteBatch, WriteOptions, DB};
+use rozone_kv::rocksdb::{Direction, IteratorMode, DB};
 use rozone_kv::{cf, key_u64, u64_key, DbTuning};
+use tokio::sync::oneshot;
+
+use self::tail::Tail;
+use self::writer::{Callback, Done, Op};
 
 use crate::hook::AppendHook;
 use crate::record;
@@ -34,28 +43,25 @@ const KEY_VOTE: &[u8] = b"vote";
 const KEY_COMMITTED: &[u8] = b"committed";
 const KEY_PURGED: &[u8] = b"last_purged";
 
-type Callback = IOFlushed<TypeConfig>;
-
 /// The log store of one Raft group.
 #[derive(Clone)]
 pub struct RocksLogStore {
     db: Arc<DB>,
-    /// Sync appends (fsync the WAL) before acknowledging them. Off only for tests/benchmarks
-    /// that measure the CPU path.
-    fsync: bool,
-    flusher: Arc<Flusher>,
+    tail: Arc<Tail>,
+    writer: Arc<WriterThread>,
     /// Runs before each append (see [`AppendHook`]).
     hook: Option<Arc<dyn AppendHook>>,
 }
 
-/// The flusher thread; joined when the last clone of the store is dropped, so the database
-/// is closed before its owner returns (RocksDB aborts if a DB outlives process exit).
-struct Flusher {
-    tx: Option<std_mpsc::Sender<Callback>>,
+/// The writer thread; joined when the last clone of the store is dropped (after it has
+/// finished what is queued), so the database is closed before its owner returns (RocksDB
+/// aborts if a DB outlives process exit).
+struct WriterThread {
+    tx: Option<std_mpsc::Sender<Op>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Drop for Flusher {
+impl Drop for WriterThread {
     fn drop(&mut self) {
         drop(self.tx.take());
         if let Some(t) = self.thread.take() {
@@ -65,24 +71,44 @@ impl Drop for Flusher {
 }
 
 impl RocksLogStore {
-    /// Opens (or creates) the log database at `path`.
+    /// Opens (or creates) the log database at `path`. `fsync`: sync appends (fsync the WAL)
+    /// before acknowledging them; off only for tests and benchmarks of the CPU path.
     pub fn open(path: &Path, fsync: bool) -> io::Result<Self> {
         std::fs::create_dir_all(path)?;
         let db = rozone_kv::open(path, &[CF_LOGS, CF_META], &DbTuning::default())?;
-        let (tx, rx) = std_mpsc::channel::<Callback>();
-        let flush_db = db.clone();
+        let tail = Arc::new(Tail::default());
+        let (tx, rx) = std_mpsc::channel::<Op>();
+        let (wdb, wtail) = (db.clone(), tail.clone());
         let thread = std::thread::Builder::new()
-            .name("raft-log-flush".into())
-            .spawn(move || flusher(flush_db, fsync, rx))?;
+            .name("raft-log-write".into())
+            .spawn(move || writer::run(wdb, fsync, wtail, rx))?;
         Ok(Self {
             db,
-            fsync,
-            flusher: Arc::new(Flusher {
+            tail,
+            writer: Arc::new(WriterThread {
                 tx: Some(tx),
                 thread: Some(thread),
             }),
             hook: None,
         })
+    }
+
+    /// Queues `op` for the writer thread.
+    fn send(&self, op: Op) -> io::Result<()> {
+        self.writer
+            .tx
+            .as_ref()
+            .ok_or_else(|| io::Error::other("log writer stopped"))?
+            .send(op)
+            .map_err(|_| io::Error::other("log writer thread stopped"))
+    }
+
+    /// Queues the op `make` builds and waits until the writer has done it.
+    async fn write(&self, make: impl FnOnce(Done) -> Op) -> io::Result<()> {
+        let (done, wait) = oneshot::channel();
+        self.send(make(done))?;
+        wait.await
+            .map_err(|_| io::Error::other("log writer thread stopped"))?
     }
 
     /// The stored vote, if one was ever stored. openraft stores its vote before it grants it
@@ -98,14 +124,6 @@ impl RocksLogStore {
     pub fn with_append_hook(mut self, hook: Option<Arc<dyn AppendHook>>) -> Self {
         self.hook = hook;
         self
-    }
-
-    fn put_meta(&self, key: &[u8], bytes: Vec<u8>, sync: bool) -> io::Result<()> {
-        let mut wo = WriteOptions::default();
-        wo.set_sync(sync && self.fsync);
-        self.db
-            .put_cf_opt(cf(&self.db, CF_META)?, key, bytes, &wo)
-            .map_err(io::Error::other)
     }
 
     fn get_meta(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
@@ -136,19 +154,19 @@ impl RocksLogStore {
         .await
     }
 
-    fn read_entries(&self, range: (Bound<u64>, Bound<u64>)) -> io::Result<Vec<Entry>> {
-        let start = u64_key(start_key(&range));
+    /// The entries `start..end` the database holds.
+    fn read_entries(&self, start: u64, end: u64) -> io::Result<Vec<Entry>> {
         let mut out = Vec::new();
         let it = self.db.iterator_cf(
             cf(&self.db, CF_LOGS)?,
-            IteratorMode::From(&start, Direction::Forward),
+            IteratorMode::From(&u64_key(start), Direction::Forward),
         );
         for item in it {
             let (k, v) = item.map_err(io::Error::other)?;
             let idx = key_u64(&k).ok_or_else(|| {
                 io::Error::new(io::ErrorKind::InvalidData, "log key is not 8 bytes")
             })?;
-            if !range.contains(&idx) {
+            if idx >= end {
                 break;
             }
             out.push(record::decode_entry(&v)?);
@@ -176,68 +194,21 @@ impl RocksLogStore {
             last_purged_log_id,
         })
     }
-
-    fn write_entries(&self, entries: Vec<Entry>) -> io::Result<()> {
-        let logs = cf(&self.db, CF_LOGS)?;
-        let mut batch = WriteBatch::default();
-        for entry in entries {
-            let idx = openraft::entry::RaftEntry::index(&entry);
-            batch.put_cf(logs, u64_key(idx), record::encode_entry(&entry)?);
-        }
-        self.db.write(batch).map_err(io::Error::other)
-    }
-
-    fn truncate_from(&self, from: u64) -> io::Result<()> {
-        let mut wo = WriteOptions::default();
-        // Truncated entries must not come back after a crash and be re-appended as if
-        // they were the leader's.
-        wo.set_sync(self.fsync);
-        let mut batch = WriteBatch::default();
-        batch.delete_range_cf(cf(&self.db, CF_LOGS)?, u64_key(from), u64_key(u64::MAX));
-        batch.delete_cf(cf(&self.db, CF_LOGS)?, u64_key(u64::MAX));
-        self.db.write_opt(batch, &wo).map_err(io::Error::other)
-    }
-
-    fn purge_upto(&self, log_id: LogId) -> io::Result<()> {
-        // Record the purge point first: entries at or below it are ignored even if the
-        // range delete below is lost in a crash.
-        self.put_meta(KEY_PURGED, record::encode_log_id(&Some(log_id))?, true)?;
-        self.db
-            .delete_range_cf(
-                cf(&self.db, CF_LOGS)?,
-                u64_key(0),
-                u64_key(log_id.index() + 1),
-            )
-            .map_err(io::Error::other)
-    }
 }
 
-/// Syncs the WAL once for every batch of callbacks waiting, then completes them all.
-fn flusher(db: Arc<DB>, fsync: bool, rx: std_mpsc::Receiver<Callback>) {
-    while let Ok(first) = rx.recv() {
-        let mut waiting = vec![first];
-        waiting.extend(rx.try_iter());
-        let res = if fsync {
-            db.flush_wal(true).map_err(io::Error::other)
-        } else {
-            Ok(())
-        };
-        for cb in waiting {
-            let r = match &res {
-                Ok(()) => Ok(()),
-                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-            };
-            cb.io_completed(r);
-        }
-    }
-}
-
-fn start_key<RB: RangeBounds<u64>>(range: &RB) -> u64 {
-    match range.start_bound() {
+/// `range` as `start..end` (end exclusive).
+fn bounds<RB: RangeBounds<u64>>(range: &RB) -> (u64, u64) {
+    let start = match range.start_bound() {
         Bound::Included(x) => *x,
         Bound::Excluded(x) => x.saturating_add(1),
         Bound::Unbounded => 0,
-    }
+    };
+    let end = match range.end_bound() {
+        Bound::Included(x) => x.saturating_add(1),
+        Bound::Excluded(x) => *x,
+        Bound::Unbounded => u64::MAX,
+    };
+    (start, end)
 }
 
 impl RaftLogReader<TypeConfig> for RocksLogStore {
@@ -245,9 +216,15 @@ impl RaftLogReader<TypeConfig> for RocksLogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, io::Error> {
-        // Owned bounds: the blocking closure must not borrow the caller's range.
-        let range = (range.start_bound().cloned(), range.end_bound().cloned());
-        self.io(move |s| s.read_entries(range)).await
+        let (start, end) = bounds(&range);
+        let (from, cached) = self.tail.read(start, end);
+        if from <= start {
+            return Ok(cached);
+        }
+        // Entries below the tail were written before they left it: the database has them.
+        let mut out = self.io(move |s| s.read_entries(start, from)).await?;
+        out.extend(cached);
+        Ok(out)
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
@@ -259,6 +236,8 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, io::Error> {
+        // Rarely called (at start): let the writer catch up, then read the database.
+        self.write(Op::Barrier).await?;
         self.io(|s| s.log_state()).await
     }
 
@@ -268,18 +247,18 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         let bytes = record::encode_vote(vote)?;
-        // A vote must be durable before it is acted on.
-        self.io(move |s| s.put_meta(KEY_VOTE, bytes, true)).await
+        // A vote must be durable before it is acted on: the writer syncs it.
+        self.write(|done| Op::Vote { bytes, done }).await
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), io::Error> {
-        let bytes = record::encode_log_id(&committed)?;
-        // Lazily persisted: it only spares re-applying entries after a restart.
-        self.io(move |s| s.put_meta(KEY_COMMITTED, bytes, false))
-            .await
+        // Lazily persisted (it only spares re-applying entries after a restart), so nobody
+        // waits: openraft calls this inline on its core task at every commit.
+        self.send(Op::Committed(record::encode_log_id(&committed)?))
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, io::Error> {
+        self.write(Op::Barrier).await?;
         self.io(|s| s.get_log_id(KEY_COMMITTED)).await
     }
 
@@ -303,24 +282,32 @@ impl RaftLogStorage<TypeConfig> for RocksLogStore {
                 hook.before_append(&normal).await;
             }
         }
-        self.io(move |s| s.write_entries(entries)).await?;
-        // The write is in the WAL (readable now); the flusher syncs it and completes the
-        // callback.
-        self.flusher
-            .tx
-            .as_ref()
-            .ok_or_else(|| io::Error::other("log flusher stopped"))?
-            .send(callback)
-            .map_err(|_| io::Error::other("log flusher thread stopped"))
+        let Some(start) = entries.first().map(openraft::entry::RaftEntry::index) else {
+            callback.io_completed(Ok(()));
+            return Ok(());
+        };
+        let mut rows = Vec::with_capacity(entries.len());
+        let mut kept = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let idx = openraft::entry::RaftEntry::index(&entry);
+            let bytes = record::encode_entry(&entry)?;
+            kept.push((entry, bytes.len()));
+            rows.push((idx, bytes));
+        }
+        // Readable from the tail now; the writer writes, syncs and completes the callback.
+        self.tail.push(start, kept);
+        self.send(Op::Append { rows, callback })
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> Result<(), io::Error> {
         let from = last_log_id.map(|l| l.index() + 1).unwrap_or(0);
-        self.io(move |s| s.truncate_from(from)).await
+        self.write(|done| Op::Truncate { from, done }).await
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
-        self.io(move |s| s.purge_upto(log_id)).await
+        let bytes = record::encode_log_id(&Some(log_id))?;
+        let upto = log_id.index();
+        self.write(|done| Op::Purge { bytes, upto, done }).await
     }
 }
 
