@@ -124,17 +124,25 @@ impl ScmLink {
             .collect()
     }
 
-    /// A CLOSE action for every unhealthy pipeline, in every heartbeat until SCM closes it.
+    /// A CLOSE action for every unhealthy pipeline and every pipeline this node could not
+    /// open, in every heartbeat until SCM closes it.
     fn pipeline_actions(&self) -> Vec<spb::PipelineAction> {
+        let close = |pipeline_id, reason| spb::PipelineAction {
+            pipeline_id,
+            action: spb::pipeline_action::Action::Close as i32,
+            reason,
+        };
         self.pipelines
             .all()
             .iter()
             .filter(|p| !p.state.is_healthy())
-            .map(|p| spb::PipelineAction {
-                pipeline_id: p.id,
-                action: spb::pipeline_action::Action::Close as i32,
-                reason: p.state.unhealthy_reason().unwrap_or_default(),
-            })
+            .map(|p| close(p.id, p.state.unhealthy_reason().unwrap_or_default()))
+            .chain(
+                self.pipelines
+                    .broken()
+                    .into_iter()
+                    .map(|(id, why)| close(id, why)),
+            )
             .collect()
     }
 

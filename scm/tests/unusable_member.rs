@@ -72,6 +72,29 @@ async fn open_pipelines(c: &mut Clients) -> Vec<BTreeSet<u64>> {
         .collect()
 }
 
+/// The id of a pipeline with datanode `dn` among its members.
+async fn pipeline_with(c: &mut Clients, dn: u64) -> u64 {
+    pipelines(c)
+        .await
+        .iter()
+        .find(|p| p.members.iter().any(|m| m.id == dn))
+        .map(|p| p.id)
+        .unwrap_or_else(|| panic!("no pipeline with datanode {dn}"))
+}
+
+/// A heartbeat of datanode `dn` asking to close pipeline `id`.
+fn close_request(dn: u64, id: u64, reason: &str) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        datanode_id: dn,
+        pipeline_actions: vec![pb::PipelineAction {
+            pipeline_id: id,
+            action: pb::pipeline_action::Action::Close as i32,
+            reason: reason.into(),
+        }],
+        ..Default::default()
+    }
+}
+
 /// One block allocated now that satisfies `f`, if the SCM hands one out.
 async fn block_where(
     c: &mut Clients,
@@ -197,23 +220,10 @@ async fn a_pipeline_a_member_closes_is_replaced_in_the_same_reply() {
     let dir = tempfile::tempdir().unwrap();
     let (scm, mut c, mut dns) = four_datanodes(dir.path()).await;
     // Both pipelines hold datanode 1; the one with datanode 3 is {1,2,3}.
-    let id = pipelines(&mut c)
-        .await
-        .iter()
-        .find(|p| p.members.iter().any(|m| m.id == 3))
-        .map(|p| p.id)
-        .expect("a pipeline with datanode 3");
+    let id = pipeline_with(&mut c, 3).await;
     let reply = dns[2]
         .client
-        .heartbeat(pb::HeartbeatRequest {
-            datanode_id: 3,
-            pipeline_actions: vec![pb::PipelineAction {
-                pipeline_id: id,
-                action: pb::pipeline_action::Action::Close as i32,
-                reason: "apply failed".into(),
-            }],
-            ..Default::default()
-        })
+        .heartbeat(close_request(3, id, "apply failed"))
         .await
         .unwrap()
         .into_inner();
@@ -241,6 +251,48 @@ async fn a_pipeline_a_member_closes_is_replaced_in_the_same_reply() {
             b.pipeline.as_ref().is_some_and(|p| created.contains(&p.id))
         })
         .await
+    });
+    scm.stop().await;
+}
+
+/// A member asks to close a pipeline the ring does not hold open: one the ring never knew,
+/// or one closed while the member was away. A datanode that sets aside a pipeline it cannot
+/// open does that (RELIABILITY.md, finding 6). The heartbeat is answered, with a
+/// ClosePipeline for it so the member drops it, instead of failing.
+///
+/// Fails on the SCM before the fix (checked on 2026-12-07 at fb638ec): the heartbeat with
+/// the close request for pipeline 999 failed with NOT_FOUND "pipeline 999 does not exist",
+/// so the member would have failed every heartbeat from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_close_request_for_a_pipeline_not_open_is_answered_with_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let (scm, mut c, mut dns) = four_datanodes(dir.path()).await;
+    let close = |id: u64| close_request(3, id, "cannot be opened");
+    let closes = |r: &pb::HeartbeatReply, id: u64| {
+        r.commands
+            .iter()
+            .any(|c| matches!(&c.command, Some(Command::ClosePipeline(p)) if p.pipeline_id == id))
+    };
+    let unknown = dns[2].client.heartbeat(close(999)).await;
+    let reply = unknown.expect("heartbeat with a close request for an unknown pipeline");
+    assert!(closes(&reply.into_inner(), 999));
+
+    // A pipeline closed once, asked again: the member is told to close it again.
+    let id = pipeline_with(&mut c, 3).await;
+    dns[2].client.heartbeat(close(id)).await.unwrap();
+    let closed = pipelines(&mut c).await.into_iter().find(|p| p.id == id);
+    assert_ne!(
+        closed.map(|p| p.state),
+        Some(pb::PipelineState::PipelineOpen as i32)
+    );
+    eventually!("a ClosePipeline for the closed pipeline", {
+        let r = dns[2]
+            .client
+            .heartbeat(close(id))
+            .await
+            .unwrap()
+            .into_inner();
+        closes(&r, id).then_some(())
     });
     scm.stop().await;
 }

@@ -8,6 +8,7 @@
 //! ([`logic`]) commits the entry's metadata into the container store and never creates a
 //! container (the replay guard).
 
+mod dirs;
 pub mod follower;
 pub mod leader;
 pub mod logic;
@@ -188,6 +189,9 @@ pub struct Pipelines {
     clients: Arc<Clients>,
     raft: RaftSection,
     map: Mutex<HashMap<u64, Arc<Pipeline>>>,
+    /// Pipelines this node could not open, set aside (see [`dirs`]), with why: reported to
+    /// the SCM as pipelines to close until it closes them.
+    broken: Mutex<BTreeMap<u64, String>>,
     /// Serialises creation and closing.
     change: tokio::sync::Mutex<()>,
     /// Notified when a pipeline's leader changes: the SCM link reports at once instead of
@@ -218,6 +222,7 @@ impl Pipelines {
             clients,
             raft,
             map: Mutex::new(HashMap::new()),
+            broken: Mutex::default(),
             report_now: Arc::default(),
             change: tokio::sync::Mutex::new(()),
         }
@@ -254,29 +259,33 @@ impl Pipelines {
         self.root.join(id.to_string())
     }
 
-    /// Reopens every pipeline found on disk.
+    /// Reopens every pipeline found on disk. One that cannot be opened is set aside and
+    /// reported to the SCM for closing; the others start (see [`dirs`]).
     pub async fn reopen_all(&self) -> anyhow::Result<()> {
-        let files = crate::store::offload(|| -> anyhow::Result<Vec<PipelineFile>> {
-            std::fs::create_dir_all(&self.root)
-                .with_context(|| format!("create {}", self.root.display()))?;
-            let mut files = Vec::new();
-            for e in std::fs::read_dir(&self.root)? {
-                let p = e?.path().join("pipeline.json");
-                if !p.is_file() {
-                    continue;
-                }
-                let bytes = std::fs::read(&p).with_context(|| format!("read {}", p.display()))?;
-                files.push(
-                    serde_json::from_slice(&bytes)
-                        .with_context(|| format!("parse {}", p.display()))?,
-                );
+        let found = crate::store::offload(|| dirs::scan(&self.root))
+            .with_context(|| format!("read {}", self.root.display()))?;
+        self.broken_list().extend(found.broken);
+        for f in found.files {
+            let id = f.id;
+            if let Err(e) = self.start_group(f, false).await {
+                let why =
+                    crate::store::offload(|| dirs::set_aside(&self.root, id, &format!("{e:#}")));
+                self.broken_list().insert(id, why);
             }
-            Ok(files)
-        })?;
-        for f in files {
-            self.start_group(f, false).await?;
         }
         Ok(())
+    }
+
+    fn broken_list(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, String>> {
+        self.broken.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Pipelines set aside because they could not be opened, with why.
+    pub fn broken(&self) -> Vec<(u64, String)> {
+        self.broken_list()
+            .iter()
+            .map(|(id, why)| (*id, why.clone()))
+            .collect()
     }
 
     /// Creates (or, if it exists, keeps) a pipeline with these members.
@@ -304,7 +313,7 @@ impl Pipelines {
 
     async fn start_group(&self, f: PipelineFile, fresh: bool) -> anyhow::Result<()> {
         let dir = self.dir(f.id);
-        let file = dir.join("pipeline.json");
+        let file = dir.join(dirs::FILE);
         crate::store::offload(|| {
             std::fs::create_dir_all(&dir)?;
             if fresh {
@@ -356,13 +365,23 @@ impl Pipelines {
         .await?;
         // The lowest id creates the group; the others learn it from its first append.
         let lowest = f.members.iter().map(|m| m.id).min() == Some(self.node_id);
-        if lowest && !group.is_initialized().await? {
+        if lowest {
             let members: BTreeMap<u64, NodeInfo> = f
                 .members
                 .iter()
                 .map(|m| (m.id, NodeInfo::new(&m.raft_addr, &m.container_addr)))
                 .collect();
-            group.initialize(members).await?;
+            let init = async {
+                if !group.is_initialized().await? {
+                    group.initialize(members).await?;
+                }
+                anyhow::Ok(())
+            };
+            if let Err(e) = init.await {
+                // Not kept: stop it, so a failed start leaves no group running.
+                group.shutdown().await;
+                return Err(e);
+            }
         }
         tracing::info!(
             pipeline_id = f.id,
@@ -394,10 +413,13 @@ impl Pipelines {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&id);
-        if let Some(p) = p {
-            p.group.shutdown().await;
-            drop(p);
-            crate::store::offload(|| crate::store::volume::remove(&self.dir(id)));
+        let broken = self.broken_list().remove(&id).is_some();
+        if p.is_some() || broken {
+            if let Some(p) = p {
+                p.group.shutdown().await;
+            }
+            crate::store::offload(|| dirs::remove_closed(&self.root, id))
+                .map_err(|e| DnError::io(&format!("remove closed pipeline {id}"), e.to_string()))?;
             tracing::info!(pipeline_id = id, "pipeline closed");
         }
         Ok(())

@@ -134,8 +134,7 @@ impl ScmNode {
         reported.extend(b.incremental.iter().cloned());
         self.react_all(b.dn, &reported).await?;
         for (p, reason) in &b.close_pipelines {
-            self.close_pipeline(*p, &format!("datanode {}: {reason}", b.dn))
-                .await?;
+            self.close_reported_pipeline(b.dn, *p, reason).await?;
         }
         // The replacement at once, not at the next background pass (up to a second later,
         // a second of refused writes): the reporting datanode gets its create command in
@@ -260,6 +259,29 @@ impl ScmNode {
     }
 
     /// A datanode reporting a pipeline the SCM does not have open is told to close it.
+    /// A member asks to close pipeline `id`. An open one is closed (every member is told);
+    /// one already closed, or unknown to the ring (a member that set aside a pipeline it
+    /// could not open may name one closed and forgotten long ago), is dropped by that
+    /// member: it is told so, instead of the heartbeat failing or the member asking forever.
+    async fn close_reported_pipeline(
+        &self,
+        dn: u64,
+        id: u64,
+        reason: &str,
+    ) -> Result<(), ScmError> {
+        let state = read::pipeline(&self.group.db(), id)?.map(|p| p.state);
+        if state.is_some() {
+            self.close_pipeline(id, &format!("datanode {dn}: {reason}"))
+                .await?;
+        }
+        if state != Some(crate::state::PipelineState::Open) {
+            self.lead()?
+                .commands
+                .push_once(dn, DatanodeCommand::ClosePipeline { pipeline_id: id });
+        }
+        Ok(())
+    }
+
     fn check_reported_pipelines(
         &self,
         dn: u64,
