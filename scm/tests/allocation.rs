@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{clients, start_scm, Clients, FakeDn};
+use common::{clients, out_of_safe_mode, start_scm, Clients, FakeDn};
 use rozone_proto::scm as pb;
 use rozone_proto::scm::scm_command::Command;
 
@@ -38,17 +38,7 @@ async fn cluster(c: &Clients) -> Vec<FakeDn> {
             })
             .then_some(())
     });
-    // The leader queues CreatePipeline before the same tick records leaving safe mode, so a
-    // member can hold the command while allocation is still refused.
-    let mut admin = c.admin.clone();
-    eventually!("the SCM left safe mode", {
-        let sm = admin
-            .safe_mode_status(pb::SafeModeStatusRequest {})
-            .await
-            .unwrap()
-            .into_inner();
-        (!sm.in_safe_mode).then_some(())
-    });
+    out_of_safe_mode(c).await;
     dns
 }
 

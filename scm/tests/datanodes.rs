@@ -85,17 +85,7 @@ async fn register_heartbeat_pipeline_blocks_then_stale_and_dead() {
         assert_eq!(members, BTreeSet::from([1, 2, 3]));
         assert!(p.members.iter().all(|m| !m.container_addr.is_empty()));
     }
-    // Left in the tick that queued CreatePipeline, after it: a member may see the command
-    // first.
-    let sm = eventually!("the SCM left safe mode", {
-        let sm = c
-            .admin
-            .safe_mode_status(pb::SafeModeStatusRequest {})
-            .await
-            .unwrap()
-            .into_inner();
-        (!sm.in_safe_mode).then_some(sm)
-    });
+    let sm = out_of_safe_mode(&c).await;
     assert!(!sm.forced_exit, "{sm:?}");
     assert_eq!(sm.healthy_datanodes, 3);
 

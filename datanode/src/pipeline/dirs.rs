@@ -20,6 +20,8 @@ use std::io;
 use std::path::Path;
 
 use super::PipelineFile;
+// Logs a failure: what a failed removal leaves is already never taken for a pipeline.
+use crate::store::volume::remove;
 
 pub(super) const FILE: &str = "pipeline.json";
 const CLOSED: &str = ".closed-";
@@ -46,7 +48,7 @@ pub(super) fn scan(root: &Path) -> io::Result<Found> {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with(CLOSED) {
             tracing::info!(path = %path.display(), "removing a closed pipeline's leftovers");
-            tidy(&path);
+            remove(&path);
             continue;
         }
         if let Some(id) = name.strip_prefix(BROKEN).and_then(|s| s.parse().ok()) {
@@ -61,7 +63,7 @@ pub(super) fn scan(root: &Path) -> io::Result<Found> {
         let file = path.join(FILE);
         if !file.is_file() {
             tracing::warn!(path = %path.display(), "removing a pipeline directory without {FILE}");
-            tidy(&path);
+            remove(&path);
             continue;
         }
         match read_file(&file) {
@@ -87,9 +89,10 @@ fn read_file(file: &Path) -> Result<PipelineFile, String> {
 /// started, and the next start tries again.
 pub(super) fn set_aside(root: &Path, id: u64, why: &str) -> String {
     let to = root.join(format!("{BROKEN}{id}"));
-    let moved = remove_dir(&to)
-        .and_then(|()| std::fs::rename(root.join(id.to_string()), &to))
-        .and_then(|()| rozone_raft::sync_dir(root));
+    // An older one left in place makes the rename fail, which is logged below.
+    remove(&to);
+    let moved =
+        std::fs::rename(root.join(id.to_string()), &to).and_then(|()| rozone_raft::sync_dir(root));
     if let Err(e) = moved {
         tracing::warn!(pipeline_id = id, error = %e, "could not set the pipeline's directory aside");
     }
@@ -112,21 +115,7 @@ pub(super) fn remove_closed(root: &Path, id: u64) -> io::Result<()> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    tidy(&tomb);
-    tidy(&root.join(format!("{BROKEN}{id}")));
+    remove(&tomb);
+    remove(&root.join(format!("{BROKEN}{id}")));
     Ok(())
-}
-
-fn remove_dir(p: &Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(p) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Removes `p`, logging a failure: what is left is already never taken for a pipeline.
-fn tidy(p: &Path) {
-    if let Err(e) = remove_dir(p) {
-        tracing::warn!(path = %p.display(), error = %e, "remove");
-    }
 }

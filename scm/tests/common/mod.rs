@@ -85,6 +85,22 @@ macro_rules! eventually {
     }};
 }
 
+/// Waits until the SCM has left safe mode and returns its status then. The leader queues
+/// CreatePipeline before the same tick records leaving safe mode, so a member can hold that
+/// command while allocation is still refused.
+pub async fn out_of_safe_mode(c: &Clients) -> pb::SafeModeStatusReply {
+    use crate::common;
+    let mut admin = c.admin.clone();
+    eventually!("the SCM left safe mode", {
+        let sm = admin
+            .safe_mode_status(pb::SafeModeStatusRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        (!sm.in_safe_mode).then_some(sm)
+    })
+}
+
 pub fn details(id: u64) -> pb::DatanodeDetails {
     pb::DatanodeDetails {
         id,

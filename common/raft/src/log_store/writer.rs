@@ -141,7 +141,7 @@ impl Group {
     fn append(&mut self, w: &Writer, rows: Vec<(u64, Vec<u8>)>, callback: Callback) {
         match cf(&w.db, CF_LOGS) {
             Ok(logs) => {
-                // Created even for an empty append, so its callback completes in `finish`.
+                // Created before the rows: `finish` completes callbacks only with a batch.
                 let batch = self.batch.get_or_insert_with(WriteBatch::default);
                 for (idx, bytes) in rows {
                     batch.put_cf(logs, u64_key(idx), bytes);
