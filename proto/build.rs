@@ -13,6 +13,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for p in &protos {
         println!("cargo:rerun-if-changed={}", p.display());
     }
-    tonic_prost_build::configure().compile_protos(&protos, &[std::path::PathBuf::from("proto")])?;
+    tonic_prost_build::configure()
+        // Chunk bytes a client reads are sliced out of the received message, not copied
+        // into a Vec of their own (BENCHMARKS.md, "Profiles": copies led the read path).
+        .bytes(".rozone.datanode.v1.ReadSegment.data")
+        .compile_protos(&protos, &[std::path::PathBuf::from("proto")])?;
     Ok(())
 }

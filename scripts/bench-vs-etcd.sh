@@ -8,6 +8,7 @@
 #   options: --runs N (default 3)  --duration D (seconds per timed run, default 10)
 #            --json (one JSON object instead of the table)  --keep (keep the work dir)
 #            --no-build (use the release binaries as they are)
+#            --bin-dir DIR (use the binaries in DIR, e.g. $CARGO_TARGET_DIR/profiling; no build)
 #
 # What it does, all on 127.0.0.1 and under one temp dir (on the disk of $TMPDIR, default
 # /tmp), stopping every process it started on exit (trap):
@@ -25,7 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-runs=3 duration=10 json=false keep=false build=true quick=false
+runs=3 duration=10 json=false keep=false build=true quick=false bin=
 while [ $# -gt 0 ]; do
     case $1 in
     --runs) runs=${2:?--runs needs a number}; shift 2 ;;
@@ -34,7 +35,8 @@ while [ $# -gt 0 ]; do
     --json) json=true; shift ;;
     --keep) keep=true; shift ;;
     --no-build) build=false; shift ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --bin-dir) bin=${2:?--bin-dir needs a directory}; build=false; shift 2 ;;
+    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-vs-etcd: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -78,7 +80,7 @@ etcd_bin=$(command -v etcd || echo /usr/bin/etcd)
 # Debian's etcd-server 3.4 refuses to start on architectures other than amd64 unless told.
 [ "$(uname -m)" = x86_64 ] || export ETCD_UNSUPPORTED_ARCH=${ETCD_UNSUPPORTED_ARCH:-$(dpkg --print-architecture)}
 
-bin=$CARGO_TARGET_DIR/release
+bin=${bin:-$CARGO_TARGET_DIR/release}
 if $build; then
     command -v ccache >/dev/null && export CC="ccache gcc" CXX="ccache g++"
     say "cargo build --release --workspace --bins"

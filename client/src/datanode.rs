@@ -162,6 +162,8 @@ impl Datanodes {
 
     /// Reads `[offset, offset + len)` of a committed block from the replica at `addr`,
     /// verifying every byte against the stored checksums. `token`: the block's read token.
+    /// The bytes come as the pieces the replica sent them in (slices of the received
+    /// message, in order, together exactly `len` bytes).
     pub async fn read_range(
         &self,
         addr: &str,
@@ -169,7 +171,7 @@ impl Datanodes {
         token: &[u8],
         offset: u64,
         len: u64,
-    ) -> Result<Bytes> {
+    ) -> Result<Vec<Bytes>> {
         let mut c = self.client(addr)?;
         let req = pb::ReadChunkRequest {
             block_id: Some(block.into()),
@@ -185,33 +187,30 @@ impl Datanodes {
     }
 }
 
-/// Verifies each segment and copies out `[offset, offset + len)`; every byte must be covered.
+/// Verifies each segment and slices `[offset, offset + len)` out of them, in order, without
+/// copying; every byte must be covered.
 pub fn assemble(
     block: BlockId,
     offset: u64,
     len: u64,
     mut segments: Vec<pb::ReadSegment>,
-) -> Result<Bytes> {
+) -> Result<Vec<Bytes>> {
     segments.sort_by_key(|s| s.offset);
-    let end = offset + len;
-    if segments.len() == 1 && segments[0].offset == offset && segments[0].data.len() as u64 == len {
-        let s = segments.pop().unwrap_or_default();
-        verify_wire(&s.data, s.checksum.as_ref())
-            .map_err(|e| ClientError::Data(format!("block {block} at {}: {e}", s.offset)))?;
-        return Ok(Bytes::from(s.data));
-    }
-    let mut out = Vec::with_capacity(len as usize);
+    let end = offset.checked_add(len).ok_or_else(|| {
+        ClientError::Data(format!("block {block}: range {offset}+{len} overflows"))
+    })?;
+    let mut out = Vec::with_capacity(segments.len());
     let mut next = offset;
-    for s in &segments {
+    for s in segments {
         verify_wire(&s.data, s.checksum.as_ref())
             .map_err(|e| ClientError::Data(format!("block {block} at {}: {e}", s.offset)))?;
-        let s_end = s.offset + s.data.len() as u64;
+        let s_end = s.offset.saturating_add(s.data.len() as u64);
         if s.offset > next || s_end <= next {
             continue;
         }
         let from = (next - s.offset) as usize;
         let to = (s_end.min(end) - s.offset) as usize;
-        out.extend_from_slice(&s.data[from..to]);
+        out.push(s.data.slice(from..to));
         next = s_end.min(end);
         if next == end {
             break;
@@ -222,7 +221,7 @@ pub fn assemble(
             "block {block}: replica returned bytes up to {next}, asked up to {end}"
         )));
     }
-    Ok(Bytes::from(out))
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -232,7 +231,7 @@ mod tests {
     fn seg(offset: u64, data: &[u8]) -> pb::ReadSegment {
         pb::ReadSegment {
             offset,
-            data: data.to_vec(),
+            data: Bytes::copy_from_slice(data),
             checksum: Some(checksums(data, 4)),
         }
     }
@@ -246,12 +245,15 @@ mod tests {
         let data: Vec<u8> = (0..32u8).collect();
         // Asked for [6, 20): segments widened to windows [4, 12) and [12, 24).
         let got = assemble(b, 6, 14, vec![seg(12, &data[12..24]), seg(4, &data[4..12])]).unwrap();
-        assert_eq!(&got[..], &data[6..20]);
+        assert_eq!(got.concat(), &data[6..20]);
+        // One segment exactly the range: handed over whole.
+        let got = assemble(b, 4, 8, vec![seg(4, &data[4..12])]).unwrap();
+        assert_eq!(got.concat(), &data[4..12]);
         assert!(assemble(b, 6, 14, vec![seg(4, &data[4..12])]).is_err());
         let mut bad = seg(4, &data[4..12]);
         let mut v = bad.data.to_vec();
         v[0] ^= 0xff;
-        bad.data = v;
+        bad.data = v.into();
         let err = assemble(b, 6, 2, vec![bad]).unwrap_err().to_string();
         assert!(err.contains("checksum"), "{err}");
     }

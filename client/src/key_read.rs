@@ -161,11 +161,13 @@ impl KeyReader<'_> {
         let mut s = futures::stream::iter(ranges)
             .map(|(i, off, len)| self.read_fresh(k, &fresh, i, off, len))
             .buffered(self.opts.read_ahead.max(1));
-        while let Some(bytes) = s.try_next().await? {
-            crc.update(&bytes);
-            let n = bytes.len() as u64;
-            sink.put(bytes).await?;
-            done += n;
+        while let Some(pieces) = s.try_next().await? {
+            for bytes in pieces {
+                crc.update(&bytes);
+                let n = bytes.len() as u64;
+                sink.put(bytes).await?;
+                done += n;
+            }
             progress(done);
         }
         let want_len = span.end - span.start;
@@ -199,7 +201,7 @@ impl KeyReader<'_> {
         i: usize,
         off: u64,
         len: u64,
-    ) -> Result<Bytes> {
+    ) -> Result<Vec<Bytes>> {
         let b = &k.blocks[i];
         let current = fresh
             .lock()
@@ -260,8 +262,9 @@ impl KeyReader<'_> {
         Ok(token)
     }
 
-    /// One range from the first replica that returns verified bytes. Replicas are tried
-    /// starting at one chosen by the block's index, so reads of a key spread over them.
+    /// One range from the first replica that returns verified bytes (in the pieces it sent).
+    /// Replicas are tried starting at one chosen by the block's index, so reads of a key
+    /// spread over them.
     async fn read_range(
         &self,
         index: usize,
@@ -269,7 +272,7 @@ impl KeyReader<'_> {
         token: &[u8],
         off: u64,
         len: u64,
-    ) -> Result<Bytes, ReadError> {
+    ) -> Result<Vec<Bytes>, ReadError> {
         let members = &b.pipeline.members;
         if members.is_empty() {
             return Err(ReadError::Other(ClientError::Data(format!(
@@ -286,12 +289,13 @@ impl KeyReader<'_> {
                 .read_range(&dn.container_addr, b.block_id, token, off, len)
                 .await
             {
-                Ok(bytes) if bytes.len() as u64 == len => return Ok(bytes),
-                Ok(bytes) => errors.push(format!(
-                    "datanode {}: {} of {len} bytes",
-                    dn.id,
-                    bytes.len()
-                )),
+                Ok(pieces) => {
+                    let got: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+                    if got == len {
+                        return Ok(pieces);
+                    }
+                    errors.push(format!("datanode {}: {got} of {len} bytes", dn.id));
+                }
                 Err(e) => {
                     if token_refused(&e) {
                         refused_token += 1;

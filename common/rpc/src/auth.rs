@@ -10,8 +10,10 @@
 //! the CA without a rozone identity is refused here as UNAUTHENTICATED, a wrong role or id
 //! as PERMISSION_DENIED.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{LazyLock, Mutex};
 
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tonic::{Request, Status};
@@ -138,10 +140,39 @@ impl Caller {
         let first = certs
             .first()
             .ok_or_else(|| Status::unauthenticated("no client certificate"))?;
-        Caller::from_der(first.as_ref())
+        identity(first.as_ref())
             .map(Some)
             .map_err(Status::unauthenticated)
     }
+}
+
+/// Most certificates [`identity`] remembers; past it, it forgets them all and starts again.
+/// A node or client presents one certificate on every call of a connection, so a cluster's
+/// few hundred callers fit.
+const IDENTITIES_KEPT: usize = 1024;
+
+/// What a certificate's DER bytes were read as.
+type Identities = HashMap<Box<[u8]>, Result<Caller, String>>;
+
+/// Identities of the certificates already read, by their DER bytes.
+static IDENTITIES: LazyLock<Mutex<Identities>> = LazyLock::new(Default::default);
+
+/// [`Caller::from_der`] of a certificate, read once per distinct certificate. Parsing the
+/// X.509 structure on every call took ~5% of an OM leader's CPU under load (BENCHMARKS.md,
+/// "Profiles"). Keyed by the whole DER, so a cached answer is exactly what parsing these
+/// bytes gives; the handshake has already verified them, on every connection.
+fn identity(der: &[u8]) -> Result<Caller, String> {
+    let seen = |m: &Identities| m.get(der).cloned();
+    if let Some(known) = seen(&IDENTITIES.lock().unwrap_or_else(|e| e.into_inner())) {
+        return known;
+    }
+    let read = Caller::from_der(der);
+    let mut m = IDENTITIES.lock().unwrap_or_else(|e| e.into_inner());
+    if m.len() >= IDENTITIES_KEPT {
+        m.clear();
+    }
+    m.insert(der.into(), read.clone());
+    read
 }
 
 /// Allows `req` only from one of `roles`; `what` names the call in the refusal.
@@ -192,6 +223,33 @@ mod tests {
         assert_eq!(Caller::from_uri("rozone://om/x"), None);
         assert_eq!(Caller::from_uri("http://om/1"), None);
         assert!("nobody".parse::<Role>().is_err());
+    }
+
+    #[test]
+    fn identities_are_read_once_per_certificate_and_the_cache_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = Caller {
+            role: Role::Om,
+            id: 2,
+        };
+        crate::pki::init_ca(dir.path()).unwrap();
+        let hosts = ["127.0.0.1".to_string()];
+        let day = std::time::Duration::from_secs(86_400);
+        let issued = crate::pki::issue(dir.path(), want, &hosts, dir.path(), day).unwrap();
+        let pem = std::fs::read(&issued.cert).unwrap();
+        let der = x509_parser::pem::parse_x509_pem(&pem).unwrap().1.contents;
+        assert_eq!(identity(&der), Ok(want));
+        assert_eq!(identity(&der), Ok(want), "answered from the cache");
+        // Junk is refused the same way each time, and never grows the cache past its bound.
+        for i in 0..(IDENTITIES_KEPT as u32 + 10) {
+            assert!(identity(&i.to_be_bytes()).is_err());
+        }
+        assert!(IDENTITIES.lock().unwrap().len() <= IDENTITIES_KEPT);
+        assert_eq!(
+            identity(&der),
+            Ok(want),
+            "read again after the cache was cleared"
+        );
     }
 
     #[test]

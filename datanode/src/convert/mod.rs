@@ -104,7 +104,7 @@ impl From<Segment> for pb::ReadSegment {
         Self {
             offset: s.offset,
             checksum: Some((&s.checksum).into()),
-            data: s.data,
+            data: s.data.into(),
         }
     }
 }
