@@ -15,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     tonic_prost_build::configure()
         // Chunk bytes a client reads are sliced out of the received message, not copied
-        // into a Vec of their own (BENCHMARKS.md, "Profiles": copies led the read path).
+        // into a Vec of their own (BENCHMARKS.md, "2026-12-08": copies led the read path).
         .bytes(".rozone.datanode.v1.ReadSegment.data")
         .compile_protos(&protos, &[std::path::PathBuf::from("proto")])?;
     Ok(())

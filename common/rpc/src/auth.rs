@@ -159,11 +159,15 @@ static IDENTITIES: LazyLock<Mutex<Identities>> = LazyLock::new(Default::default)
 
 /// [`Caller::from_der`] of a certificate, read once per distinct certificate. Parsing the
 /// X.509 structure on every call took ~5% of an OM leader's CPU under load (BENCHMARKS.md,
-/// "Profiles"). Keyed by the whole DER, so a cached answer is exactly what parsing these
+/// "2026-12-08: profiles with symbols"). Keyed by the whole DER, so a cached answer is exactly what parsing these
 /// bytes gives; the handshake has already verified them, on every connection.
 fn identity(der: &[u8]) -> Result<Caller, String> {
-    let seen = |m: &Identities| m.get(der).cloned();
-    if let Some(known) = seen(&IDENTITIES.lock().unwrap_or_else(|e| e.into_inner())) {
+    let known = IDENTITIES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(der)
+        .cloned();
+    if let Some(known) = known {
         return known;
     }
     let read = Caller::from_der(der);
