@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=true; shift ;;
     --no-build) build=false; shift ;;
     --bin-dir) bin=${2:?--bin-dir needs a directory}; build=false; shift 2 ;;
-    -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-vs-etcd: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
